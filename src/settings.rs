@@ -1,0 +1,347 @@
+//! Settings: the one typed tree every other module is configured from.
+//!
+//! Layers, later ones winning:
+//! 1. `config/default.toml`, embedded in the binary so a bare `cargo run` works from any folder;
+//! 2. `config/{APP_ENVIRONMENT}.toml` beside the working directory, when present;
+//! 3. the file named by `--config FILE` or `APP_CONFIG_FILE` (a file mounted into a container);
+//! 4. `APP_<SECTION>__<KEY>` environment variables (`APP_SERVER__PORT=9090`);
+//! 5. the conventional `OPENAI_API_KEY`, `OPENAI_BASE_URL`, `OPENAI_MODEL`, `HOST` and `PORT`.
+//!
+//! The module is `settings`, not `config`: a root module named `config` would shadow the crate.
+//! [`crate::app::App::build`] takes a `Settings` by value and never reads the environment itself,
+//! which is what lets the tests override any field.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+use serde_json::Value;
+
+/// The embedded default configuration (the same text as `config/default.toml`).
+pub const DEFAULT_TOML: &str = include_str!("../config/default.toml");
+
+/// Everything the service needs to start.
+#[derive(Debug, Clone, Deserialize)]
+pub struct Settings {
+    pub server: ServerSettings,
+    pub llm: LlmSettings,
+    pub telemetry: TelemetrySettings,
+    /// Name of the agent served on `POST /`.
+    pub default_agent: String,
+    /// The configured agents by name; each is also served on `POST /<name>`.
+    pub agents: BTreeMap<String, AgentSettings>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct ServerSettings {
+    pub host: String,
+    pub port: u16,
+    /// Largest accepted request body, in bytes.
+    pub body_limit_bytes: usize,
+    /// Seconds between SSE keep-alive comments on an idle stream.
+    pub keep_alive_secs: u64,
+}
+
+/// Which kind of model endpoint the service talks to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LlmProvider {
+    /// `openai` when an API key or base URL is configured, else `offline`.
+    Auto,
+    /// Any OpenAI-compatible chat-completions server (OpenAI, vLLM, Ollama, LM Studio, ...).
+    Openai,
+    /// Azure OpenAI: `base_url` is the resource endpoint, plus a deployment and an API version.
+    Azure,
+    /// The built-in deterministic offline model; needs no key and no network.
+    Offline,
+}
+
+#[derive(Clone, Deserialize)]
+pub struct LlmSettings {
+    pub provider: LlmProvider,
+    /// Base URL including the version path, e.g. `https://api.openai.com/v1`
+    /// (for Azure: `https://<resource>.openai.azure.com`). Empty means the provider default.
+    pub base_url: String,
+    /// Secret; never printed (see the `Debug` impl). Empty means none.
+    pub api_key: String,
+    pub model: String,
+    pub azure_deployment: String,
+    pub azure_api_version: String,
+    /// Extra HTTP headers sent with every upstream request.
+    pub extra_headers: BTreeMap<String, String>,
+    pub connect_timeout_secs: u64,
+    /// Longest wait for the response headers of one upstream request.
+    pub first_byte_timeout_secs: u64,
+    /// Longest silence between two chunks of a streaming response.
+    pub idle_timeout_secs: u64,
+    /// Retries of a request that failed before any byte arrived (429, 5xx, connect errors).
+    pub max_retries: u32,
+    /// Ask the server for a final usage chunk (`stream_options.include_usage`).
+    pub stream_usage: bool,
+    /// Optional sampling temperature; absent lets the server decide.
+    pub temperature: Option<f32>,
+    /// Optional cap on tokens per completion.
+    pub max_tokens: Option<u32>,
+}
+
+impl fmt::Debug for LlmSettings {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let redacted_headers: BTreeMap<&str, &str> = self
+            .extra_headers
+            .keys()
+            .map(|k| (k.as_str(), "[redacted]"))
+            .collect();
+        f.debug_struct("LlmSettings")
+            .field("provider", &self.provider)
+            .field("base_url", &self.base_url)
+            .field(
+                "api_key",
+                &if self.api_key.is_empty() {
+                    ""
+                } else {
+                    "[redacted]"
+                },
+            )
+            .field("model", &self.model)
+            .field("azure_deployment", &self.azure_deployment)
+            .field("azure_api_version", &self.azure_api_version)
+            .field("extra_headers", &redacted_headers)
+            .field("connect_timeout_secs", &self.connect_timeout_secs)
+            .field("first_byte_timeout_secs", &self.first_byte_timeout_secs)
+            .field("idle_timeout_secs", &self.idle_timeout_secs)
+            .field("max_retries", &self.max_retries)
+            .field("stream_usage", &self.stream_usage)
+            .field("temperature", &self.temperature)
+            .field("max_tokens", &self.max_tokens)
+            .finish()
+    }
+}
+
+impl LlmSettings {
+    /// The provider actually used once `auto` is resolved.
+    pub fn effective_provider(&self) -> LlmProvider {
+        match self.provider {
+            LlmProvider::Auto if self.api_key.is_empty() && self.base_url.is_empty() => {
+                LlmProvider::Offline
+            }
+            LlmProvider::Auto => LlmProvider::Openai,
+            other => other,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct TelemetrySettings {
+    /// `tracing_subscriber::EnvFilter` directives; `RUST_LOG` wins when set.
+    pub log_filter: String,
+    /// JSON log lines (production) instead of human-readable ones (development).
+    pub json: bool,
+}
+
+/// One agent: its prompt, its server-side tools and its limits.
+#[derive(Debug, Clone, Deserialize)]
+pub struct AgentSettings {
+    /// The system prompt.
+    #[serde(default)]
+    pub instructions: String,
+    /// Overrides `llm.model` for this agent.
+    #[serde(default)]
+    pub model: Option<String>,
+    /// Most model calls in one run; the run ends with `max_iterations` after that.
+    #[serde(default = "default_max_iterations")]
+    pub max_iterations: u32,
+    /// Longest a server-side tool may run before its call fails with a timeout.
+    #[serde(default = "default_tool_timeout_secs")]
+    pub tool_timeout_secs: u64,
+    /// What happens when a client tool has the name of one of this agent's server tools.
+    #[serde(default)]
+    pub tool_name_clash: ToolNameClash,
+    /// Server-side tools.
+    #[serde(default)]
+    pub tools: Vec<ToolSettings>,
+}
+
+fn default_max_iterations() -> u32 {
+    8
+}
+
+fn default_tool_timeout_secs() -> u64 {
+    30
+}
+
+/// Policy for a client (frontend) tool named like a server tool.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ToolNameClash {
+    /// The server tool wins: the client's declaration is ignored (and logged).
+    #[default]
+    PreferServer,
+    /// The client tool wins: the server tool is hidden for that run.
+    PreferClient,
+    /// The request is refused with a 422 naming the tool.
+    Reject,
+}
+
+/// A server-side tool declared in configuration.
+#[derive(Debug, Clone, Deserialize)]
+pub struct ToolSettings {
+    pub name: String,
+    #[serde(default)]
+    pub description: String,
+    /// JSON Schema of the arguments; absent means an object with any members.
+    #[serde(default)]
+    pub parameters: Option<Value>,
+    #[serde(flatten)]
+    pub kind: ToolKindSettings,
+}
+
+/// The declarative tool kinds.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum ToolKindSettings {
+    /// Returns a fixed JSON value whatever the arguments.
+    Static { result: Value },
+}
+
+/// Why the settings could not be loaded.
+#[derive(Debug, thiserror::Error)]
+pub enum SettingsError {
+    #[error("invalid configuration: {0}")]
+    Config(#[from] config::ConfigError),
+    #[error("invalid configuration: {0}")]
+    Invalid(String),
+}
+
+impl Settings {
+    /// The embedded defaults alone, with no file and no environment: what the tests start from.
+    pub fn embedded_default() -> Result<Self, SettingsError> {
+        let settings: Settings = config::Config::builder()
+            .add_source(config::File::from_str(
+                DEFAULT_TOML,
+                config::FileFormat::Toml,
+            ))
+            .build()?
+            .try_deserialize()?;
+        settings.validate()?;
+        Ok(settings)
+    }
+
+    /// Loads every layer described in the module docs. `config_file` is the `--config` option.
+    pub fn load(config_file: Option<&Path>) -> Result<Self, SettingsError> {
+        let environment = std::env::var("APP_ENVIRONMENT").unwrap_or_default();
+        let config_file: Option<PathBuf> = config_file
+            .map(Path::to_path_buf)
+            .or_else(|| std::env::var_os("APP_CONFIG_FILE").map(PathBuf::from));
+
+        let mut builder = config::Config::builder().add_source(config::File::from_str(
+            DEFAULT_TOML,
+            config::FileFormat::Toml,
+        ));
+        if !environment.is_empty() {
+            builder = builder.add_source(
+                config::File::with_name(&format!("config/{environment}")).required(false),
+            );
+        }
+        if let Some(path) = &config_file {
+            builder = builder.add_source(config::File::from(path.as_path()).required(true));
+        }
+        builder = builder.add_source(
+            config::Environment::with_prefix("APP")
+                .prefix_separator("_")
+                .separator("__"),
+        );
+        // The conventional variables every OpenAI-compatible tool honours.
+        for (variable, key) in [
+            ("OPENAI_API_KEY", "llm.api_key"),
+            ("OPENAI_BASE_URL", "llm.base_url"),
+            ("OPENAI_MODEL", "llm.model"),
+            ("HOST", "server.host"),
+            ("PORT", "server.port"),
+        ] {
+            if let Some(value) = std::env::var(variable).ok().filter(|v| !v.is_empty()) {
+                builder = builder.set_override(key, value)?;
+            }
+        }
+        let settings: Settings = builder.build()?.try_deserialize()?;
+        settings.validate()?;
+        Ok(settings)
+    }
+
+    /// Checks what serde cannot: cross-references and values with a meaning.
+    pub fn validate(&self) -> Result<(), SettingsError> {
+        if !self.agents.contains_key(&self.default_agent) {
+            return Err(SettingsError::Invalid(format!(
+                "default_agent `{}` is not one of the configured agents ({})",
+                self.default_agent,
+                self.agents.keys().cloned().collect::<Vec<_>>().join(", ")
+            )));
+        }
+        for (name, agent) in &self.agents {
+            if name.is_empty()
+                || !name
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+            {
+                return Err(SettingsError::Invalid(format!(
+                    "agent name `{name}` must be non-empty ASCII letters, digits, `_` or `-` (it is a route)"
+                )));
+            }
+            if agent.max_iterations == 0 {
+                return Err(SettingsError::Invalid(format!(
+                    "agents.{name}.max_iterations must be at least 1"
+                )));
+            }
+            let mut seen = std::collections::BTreeSet::new();
+            for tool in &agent.tools {
+                if !seen.insert(tool.name.as_str()) {
+                    return Err(SettingsError::Invalid(format!(
+                        "agents.{name}: tool `{}` is declared twice",
+                        tool.name
+                    )));
+                }
+            }
+        }
+        if self.llm.effective_provider() == LlmProvider::Azure
+            && (self.llm.base_url.is_empty() || self.llm.azure_deployment.is_empty())
+        {
+            return Err(SettingsError::Invalid(
+                "llm.provider = \"azure\" needs llm.base_url (the resource endpoint) and llm.azure_deployment".into(),
+            ));
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn embedded_default_is_valid_and_offline() {
+        let settings = Settings::embedded_default().expect("default.toml parses");
+        assert_eq!(settings.llm.effective_provider(), LlmProvider::Offline);
+        assert!(settings.agents.contains_key(&settings.default_agent));
+    }
+
+    #[test]
+    fn api_key_is_redacted_in_debug() {
+        let mut settings = Settings::embedded_default().unwrap();
+        settings.llm.api_key = "sk-very-secret".into();
+        settings
+            .llm
+            .extra_headers
+            .insert("api-key".into(), "also-secret".into());
+        let printed = format!("{settings:?}");
+        assert!(!printed.contains("sk-very-secret"));
+        assert!(!printed.contains("also-secret"));
+        assert!(printed.contains("[redacted]"));
+    }
+
+    #[test]
+    fn unknown_default_agent_is_rejected() {
+        let mut settings = Settings::embedded_default().unwrap();
+        settings.default_agent = "nobody".into();
+        assert!(settings.validate().is_err());
+    }
+}

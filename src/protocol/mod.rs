@@ -1,0 +1,15 @@
+//! The AG-UI 1.0 wire protocol: event and input types, and the run encoder that writes SSE.
+//!
+//! A leaf module: pure serde and byte writing, no tokio, no business logic. Types mirror the
+//! `@ag-ui/core` 1.0 schema; the docs on each cite the rule they follow.
+
+mod encoder;
+mod events;
+mod input;
+
+pub use encoder::{write_frame, EncodeError, ProtocolVersion, RunEncoder, KEEP_ALIVE_FRAME};
+pub use events::*;
+pub use input::*;
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,246 @@
+//! An incremental server-sent-events decoder: raw body bytes in, complete events out.
+//!
+//! It follows the WHATWG event-stream rules that matter for model servers: lines end in `\n`,
+//! `\r\n` or a lone `\r`; `data:` lines of one event are joined with `\n`; lines starting with
+//! `:` are comments (keep-alives); `event:` names the event; a blank line dispatches it. Bytes may
+//! be split anywhere, even inside a multi-byte UTF-8 character: only complete lines are decoded,
+//! and a line terminator is ASCII so it can never sit inside such a character.
+
+/// One dispatched event.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct SseEvent {
+    /// The `event:` field, when the server sent one (`error` from some servers).
+    pub(crate) event: Option<String>,
+    pub(crate) data: String,
+}
+
+/// The pending line or event grew past [`MAX_EVENT_BYTES`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct SseTooLarge;
+
+/// Largest event we buffer: far above any real chunk, low enough that a server streaming bytes
+/// without a line break cannot exhaust memory.
+pub(crate) const MAX_EVENT_BYTES: usize = 8 * 1024 * 1024;
+
+#[derive(Debug, Default)]
+pub(crate) struct SseDecoder {
+    /// Bytes of the current, incomplete line.
+    buf: Vec<u8>,
+    /// How much of `buf` is known to hold no line terminator (so long lines are scanned once).
+    scanned: usize,
+    /// Kept apart from `buf` so lines can be processed while borrowing it.
+    fields: EventFields,
+}
+
+/// The event being assembled from field lines.
+#[derive(Debug, Default)]
+struct EventFields {
+    data: String,
+    has_data: bool,
+    event: Option<String>,
+    first_line_seen: bool,
+}
+
+impl SseDecoder {
+    pub(crate) fn new() -> Self {
+        Self::default()
+    }
+
+    /// Decodes `bytes`, appending each event completed by them to `out`.
+    pub(crate) fn feed(
+        &mut self,
+        bytes: &[u8],
+        out: &mut Vec<SseEvent>,
+    ) -> Result<(), SseTooLarge> {
+        self.buf.extend_from_slice(bytes);
+        let buf = &self.buf;
+        let mut line_start = 0;
+        let mut search_from = self.scanned;
+        let mut waiting_on_cr = false;
+        while let Some(offset) = buf
+            .get(search_from..)
+            .and_then(|rest| rest.iter().position(|&b| b == b'\n' || b == b'\r'))
+        {
+            let at = search_from + offset;
+            let terminator_len = match (buf.get(at), buf.get(at + 1)) {
+                (Some(b'\r'), Some(b'\n')) => 2,
+                // A `\r` as the very last byte may be the first half of `\r\n`: wait for more.
+                (Some(b'\r'), None) => {
+                    waiting_on_cr = true;
+                    break;
+                }
+                _ => 1,
+            };
+            self.fields
+                .process_line(buf.get(line_start..at).unwrap_or_default(), out);
+            line_start = at + terminator_len;
+            search_from = line_start;
+        }
+        // Only completed lines are dropped, so a long line arriving in small pieces is not
+        // copied again on every call.
+        if line_start > 0 {
+            self.buf.drain(..line_start.min(self.buf.len()));
+        }
+        self.scanned = if waiting_on_cr {
+            self.buf.len().saturating_sub(1)
+        } else {
+            self.buf.len()
+        };
+        if self.buf.len() + self.fields.data.len() > MAX_EVENT_BYTES {
+            return Err(SseTooLarge);
+        }
+        Ok(())
+    }
+
+    /// The body ended: completes a last line without terminator and dispatches a last event
+    /// without its blank line. The spec says to drop such an event, but servers do end with
+    /// `data: [DONE]\n` (or no newline at all) and dropping it would lose real data.
+    pub(crate) fn finish(&mut self, out: &mut Vec<SseEvent>) {
+        let mut line = std::mem::take(&mut self.buf);
+        self.scanned = 0;
+        if line.last() == Some(&b'\r') {
+            line.pop();
+        }
+        if !line.is_empty() {
+            self.fields.process_line(&line, out);
+        }
+        self.fields.dispatch(out);
+    }
+}
+
+impl EventFields {
+    fn process_line(&mut self, line: &[u8], out: &mut Vec<SseEvent>) {
+        let decoded = String::from_utf8_lossy(line);
+        let mut line: &str = &decoded;
+        if !self.first_line_seen {
+            self.first_line_seen = true;
+            line = line.strip_prefix('\u{feff}').unwrap_or(line);
+        }
+        if line.is_empty() {
+            self.dispatch(out);
+            return;
+        }
+        if line.starts_with(':') {
+            return; // a comment, e.g. `: keep-alive` or OpenRouter's `: OPENROUTER PROCESSING`
+        }
+        let (field, value) = match line.split_once(':') {
+            Some((field, value)) => (field, value.strip_prefix(' ').unwrap_or(value)),
+            None => (line, ""),
+        };
+        match field {
+            "data" => {
+                if self.has_data {
+                    self.data.push('\n');
+                }
+                self.data.push_str(value);
+                self.has_data = true;
+            }
+            "event" => self.event = Some(value.to_owned()),
+            // `id` and `retry` only matter to reconnecting browsers; unknown fields are ignored.
+            _ => {}
+        }
+    }
+
+    fn dispatch(&mut self, out: &mut Vec<SseEvent>) {
+        let event = self.event.take();
+        if self.has_data {
+            self.has_data = false;
+            out.push(SseEvent {
+                event,
+                data: std::mem::take(&mut self.data),
+            });
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn decode(fragments: &[&[u8]]) -> Vec<SseEvent> {
+        let mut decoder = SseDecoder::new();
+        let mut out = Vec::new();
+        for fragment in fragments {
+            decoder.feed(fragment, &mut out).expect("not too large");
+        }
+        decoder.finish(&mut out);
+        out
+    }
+
+    fn data(text: &str) -> SseEvent {
+        SseEvent {
+            event: None,
+            data: text.to_owned(),
+        }
+    }
+
+    #[test]
+    fn lf_crlf_and_cr_framing() {
+        let expected = vec![data("a"), data("b")];
+        assert_eq!(decode(&[b"data: a\n\ndata: b\n\n"]), expected);
+        assert_eq!(decode(&[b"data: a\r\n\r\ndata: b\r\n\r\n"]), expected);
+        assert_eq!(decode(&[b"data: a\r\rdata: b\r\r"]), expected);
+    }
+
+    #[test]
+    fn every_split_point_gives_the_same_events() {
+        let body = "data: {\"x\":\"h\u{e9}llo \u{1f600}\"}\r\n\r\n: keep-alive\r\nevent: error\r\ndata: one\r\ndata: two\r\n\r\ndata:[DONE]\r\n\r\n"
+            .as_bytes();
+        let expected = vec![
+            data("{\"x\":\"h\u{e9}llo \u{1f600}\"}"),
+            SseEvent {
+                event: Some("error".into()),
+                data: "one\ntwo".into(),
+            },
+            data("[DONE]"),
+        ];
+        for split in 0..=body.len() {
+            let (a, b) = body.split_at(split);
+            assert_eq!(decode(&[a, b]), expected, "split at {split}");
+        }
+        // And one byte at a time.
+        let bytes: Vec<&[u8]> = body.chunks(1).collect();
+        assert_eq!(decode(&bytes), expected);
+    }
+
+    #[test]
+    fn comments_bom_and_fields_without_colon() {
+        let events = decode(&["\u{feff}: hello\nid: 7\nretry: 10\ndata\ndata:x\n\n".as_bytes()]);
+        assert_eq!(events, vec![data("\nx")]);
+    }
+
+    #[test]
+    fn event_without_data_is_not_dispatched() {
+        assert_eq!(decode(&[b"event: ping\n\n: c\n\n"]), vec![]);
+    }
+
+    #[test]
+    fn last_event_without_blank_line_or_newline_is_kept() {
+        assert_eq!(
+            decode(&[b"data: a\n\ndata: [DONE]\n"]),
+            vec![data("a"), data("[DONE]")]
+        );
+        assert_eq!(decode(&[b"data: [DONE]"]), vec![data("[DONE]")]);
+        assert_eq!(decode(&[b"data: [DONE]\r"]), vec![data("[DONE]")]);
+    }
+
+    #[test]
+    fn invalid_utf8_is_replaced_not_fatal() {
+        assert_eq!(decode(&[b"data: a\xffb\n\n"]), vec![data("a\u{fffd}b")]);
+    }
+
+    #[test]
+    fn endless_line_is_refused() {
+        let mut decoder = SseDecoder::new();
+        let mut out = Vec::new();
+        let block = vec![b'x'; 1024 * 1024];
+        let mut result = Ok(());
+        for _ in 0..10 {
+            result = decoder.feed(&block, &mut out);
+            if result.is_err() {
+                break;
+            }
+        }
+        assert_eq!(result, Err(SseTooLarge));
+    }
+}

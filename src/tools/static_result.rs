@@ -1,0 +1,49 @@
+//! The `static` tool kind: returns a configured JSON value, whatever the arguments. Enough to
+//! serve a `get_weather`-style backend tool in demos and tests without writing code.
+
+use futures_util::future::BoxFuture;
+use futures_util::FutureExt;
+use serde_json::Value;
+
+use super::{Tool, ToolContext, ToolError};
+
+#[derive(Debug, Clone)]
+pub struct StaticResultTool {
+    name: String,
+    description: String,
+    parameters: Value,
+    result: Value,
+}
+
+impl StaticResultTool {
+    pub fn new(name: &str, description: &str, parameters: Value, result: Value) -> Self {
+        StaticResultTool {
+            name: name.to_owned(),
+            description: description.to_owned(),
+            parameters,
+            result,
+        }
+    }
+}
+
+impl Tool for StaticResultTool {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn description(&self) -> &str {
+        &self.description
+    }
+
+    fn parameters(&self) -> &Value {
+        &self.parameters
+    }
+
+    fn call<'a>(
+        &'a self,
+        _arguments: Value,
+        _context: ToolContext,
+    ) -> BoxFuture<'a, Result<Value, ToolError>> {
+        futures_util::future::ready(Ok(self.result.clone())).boxed()
+    }
+}

@@ -1,0 +1,306 @@
+//! Turns the AG-UI history a client sent into the chat messages a model accepts, repairing it on
+//! the way so no provider rejects it.
+//!
+//! Providers answer HTTP 400 to a history in which an assistant tool call is not followed by its
+//! result; clients send exactly that (a user who typed instead of answering a client tool, an
+//! interrupted run resumed, a peer that split parallel calls into several messages). The rules:
+//! - every assistant tool call is followed by one result: a missing one gets
+//!   [`SYNTHETIC_MISSING_RESULT`], placed before the next non-tool message;
+//! - a tool result whose call id matches no earlier unanswered call is dropped (orphan or
+//!   duplicate);
+//! - consecutive assistant messages are merged when either carries tool calls (one turn, as the
+//!   model produced it; CopilotKit may hold text and calls as separate messages);
+//! - `developer` becomes `system` (not every compatible server knows `developer`);
+//! - `activity` and `reasoning` messages are UI artefacts and are not sent;
+//! - media parts become image inputs where they are images, else a short text placeholder.
+
+use crate::llm::{ChatMessage, ChatToolCall, UserPart};
+use crate::protocol::{Content, ContentPart, Message, PartSource};
+
+/// The result the model sees for a tool call the client never answered.
+pub const SYNTHETIC_MISSING_RESULT: &str =
+    "No result: this tool call was not completed (the conversation moved on without it).";
+
+/// Converts and repairs `messages`, after an optional leading system prompt.
+pub fn to_chat_messages(system_prompt: Option<String>, messages: &[Message]) -> Vec<ChatMessage> {
+    let mut out: Vec<ChatMessage> = Vec::with_capacity(messages.len() + 1);
+    if let Some(prompt) = system_prompt.filter(|p| !p.is_empty()) {
+        out.push(ChatMessage::System { content: prompt });
+    }
+    // Calls of the latest assistant turn still waiting for a result, in call order.
+    let mut awaiting: Vec<String> = Vec::new();
+    // Whether the last pushed message is an assistant turn that may absorb the next one.
+    let mut assistant_open = false;
+
+    for message in messages {
+        match message {
+            Message::Tool(tool) => {
+                let Some(position) = awaiting.iter().position(|id| *id == tool.tool_call_id) else {
+                    tracing::debug!(tool_call_id = %tool.tool_call_id, "dropping a tool result with no pending call");
+                    continue;
+                };
+                awaiting.remove(position);
+                let mut content = tool.content.text();
+                if let Some(error) = &tool.error {
+                    content = if content.is_empty() {
+                        format!("Error: {error}")
+                    } else {
+                        format!("{content}\nError: {error}")
+                    };
+                }
+                out.push(ChatMessage::Tool {
+                    tool_call_id: tool.tool_call_id.clone(),
+                    content,
+                });
+                assistant_open = false;
+            }
+            Message::Assistant(assistant) => {
+                let content = assistant.content.clone().filter(|c| !c.is_empty());
+                let calls: Vec<ChatToolCall> = assistant
+                    .tool_calls
+                    .iter()
+                    .map(|call| ChatToolCall {
+                        id: call.id.clone(),
+                        name: call.function.name.clone(),
+                        arguments: call.function.arguments.clone(),
+                    })
+                    .collect();
+                if content.is_none() && calls.is_empty() {
+                    continue; // an empty shell (e.g. a placeholder the UI created) says nothing
+                }
+                if assistant_open {
+                    if let Some(ChatMessage::Assistant {
+                        content: previous_content,
+                        tool_calls,
+                    }) = out.last_mut()
+                    {
+                        if !tool_calls.is_empty() || !calls.is_empty() {
+                            // A turn already answered cannot absorb more; only merge while no
+                            // result has been placed (assistant_open guarantees that).
+                            if let Some(text) = content {
+                                match previous_content {
+                                    Some(previous) => {
+                                        previous.push('\n');
+                                        previous.push_str(&text);
+                                    }
+                                    None => *previous_content = Some(text),
+                                }
+                            }
+                            awaiting.extend(calls.iter().map(|c| c.id.clone()));
+                            tool_calls.extend(calls);
+                            continue;
+                        }
+                    }
+                }
+                close_unanswered(&mut awaiting, &mut out);
+                awaiting.extend(calls.iter().map(|c| c.id.clone()));
+                out.push(ChatMessage::Assistant {
+                    content,
+                    tool_calls: calls,
+                });
+                assistant_open = true;
+            }
+            Message::User(user) => {
+                close_unanswered(&mut awaiting, &mut out);
+                out.push(ChatMessage::User {
+                    content: user_parts(&user.content),
+                });
+                assistant_open = false;
+            }
+            Message::Developer(text) | Message::System(text) => {
+                close_unanswered(&mut awaiting, &mut out);
+                out.push(ChatMessage::System {
+                    content: text.content.clone(),
+                });
+                assistant_open = false;
+            }
+            Message::Activity(_) | Message::Reasoning(_) => {}
+        }
+    }
+    close_unanswered(&mut awaiting, &mut out);
+    out
+}
+
+/// Answers every call still waiting with the synthetic result, in call order.
+fn close_unanswered(awaiting: &mut Vec<String>, out: &mut Vec<ChatMessage>) {
+    for tool_call_id in awaiting.drain(..) {
+        out.push(ChatMessage::Tool {
+            tool_call_id,
+            content: SYNTHETIC_MISSING_RESULT.to_owned(),
+        });
+    }
+}
+
+fn user_parts(content: &Content) -> Vec<UserPart> {
+    match content {
+        Content::Text(text) => vec![UserPart::Text(text.clone())],
+        Content::Parts(parts) => parts.iter().filter_map(user_part).collect(),
+    }
+}
+
+fn user_part(part: &ContentPart) -> Option<UserPart> {
+    match part {
+        ContentPart::Text { text, .. } => Some(UserPart::Text(text.clone())),
+        ContentPart::Image(media) => Some(match &media.source {
+            PartSource::Data { value, mime_type } => UserPart::ImageUrl {
+                url: format!("data:{mime_type};base64,{value}"),
+            },
+            PartSource::Url { value, .. } => UserPart::ImageUrl { url: value.clone() },
+            PartSource::File { value, .. } => UserPart::Text(format!("[image file: {value}]")),
+        }),
+        ContentPart::Audio(media) => Some(placeholder("audio", &media.source)),
+        ContentPart::Video(media) => Some(placeholder("video", &media.source)),
+        ContentPart::Document(media) => Some(placeholder("document", &media.source)),
+        ContentPart::Binary {
+            mime_type,
+            data,
+            url,
+            filename,
+            ..
+        } => {
+            if mime_type.starts_with("image/") {
+                if let Some(data) = data {
+                    return Some(UserPart::ImageUrl {
+                        url: format!("data:{mime_type};base64,{data}"),
+                    });
+                }
+                if let Some(url) = url {
+                    return Some(UserPart::ImageUrl { url: url.clone() });
+                }
+            }
+            let name = filename
+                .as_deref()
+                .or(url.as_deref())
+                .unwrap_or("inline data");
+            Some(UserPart::Text(format!("[{mime_type} attachment: {name}]")))
+        }
+        ContentPart::Unknown => None,
+    }
+}
+
+fn placeholder(kind: &str, source: &PartSource) -> UserPart {
+    UserPart::Text(match source {
+        PartSource::Url { value, .. } => format!("[{kind} attachment: {value}]"),
+        PartSource::File { value, .. } => format!("[{kind} file: {value}]"),
+        PartSource::Data { mime_type, .. } => format!("[{kind} attachment: inline {mime_type}]"),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn history(messages: serde_json::Value) -> Vec<ChatMessage> {
+        let messages: Vec<Message> = serde_json::from_value(messages).unwrap();
+        to_chat_messages(Some("sys".into()), &messages)
+    }
+
+    fn call(id: &str) -> serde_json::Value {
+        json!({"id": id, "type": "function", "function": {"name": "f", "arguments": "{}"}})
+    }
+
+    fn tool_result(id: &str) -> ChatMessage {
+        ChatMessage::Tool {
+            tool_call_id: id.into(),
+            content: "ok".into(),
+        }
+    }
+
+    #[test]
+    fn a_dangling_call_gets_a_synthetic_result_before_the_next_user_message() {
+        let out = history(json!([
+            {"id": "u1", "role": "user", "content": "hi"},
+            {"id": "a1", "role": "assistant", "toolCalls": [call("c1")]},
+            {"id": "u2", "role": "user", "content": "never mind"}
+        ]));
+        assert!(
+            matches!(&out[3], ChatMessage::Tool { tool_call_id, content } if tool_call_id == "c1" && content == SYNTHETIC_MISSING_RESULT)
+        );
+        assert!(matches!(&out[4], ChatMessage::User { .. }));
+    }
+
+    #[test]
+    fn orphan_and_duplicate_results_are_dropped() {
+        let out = history(json!([
+            {"id": "u1", "role": "user", "content": "hi"},
+            {"id": "t0", "role": "tool", "toolCallId": "nobody", "content": "x"},
+            {"id": "a1", "role": "assistant", "toolCalls": [call("c1")]},
+            {"id": "t1", "role": "tool", "toolCallId": "c1", "content": "ok"},
+            {"id": "t2", "role": "tool", "toolCallId": "c1", "content": "again"}
+        ]));
+        assert_eq!(out.len(), 4);
+        assert_eq!(out[3], tool_result("c1"));
+    }
+
+    #[test]
+    fn consecutive_tool_call_messages_merge_into_one_turn() {
+        let out = history(json!([
+            {"id": "u1", "role": "user", "content": "hi"},
+            {"id": "a1", "role": "assistant", "content": "Let me check."},
+            {"id": "a2", "role": "assistant", "toolCalls": [call("c1")]},
+            {"id": "a3", "role": "assistant", "toolCalls": [call("c2")]},
+            {"id": "t2", "role": "tool", "toolCallId": "c2", "content": "ok"},
+            {"id": "t1", "role": "tool", "toolCallId": "c1", "content": "ok"}
+        ]));
+        assert_eq!(out.len(), 5, "{out:?}");
+        let ChatMessage::Assistant {
+            content,
+            tool_calls,
+        } = &out[2]
+        else {
+            panic!("{out:?}")
+        };
+        assert_eq!(content.as_deref(), Some("Let me check."));
+        assert_eq!(
+            tool_calls.iter().map(|c| c.id.as_str()).collect::<Vec<_>>(),
+            ["c1", "c2"]
+        );
+        assert_eq!(out[3], tool_result("c2"));
+        assert_eq!(out[4], tool_result("c1"));
+    }
+
+    #[test]
+    fn roles_map_and_ui_artefacts_are_skipped() {
+        let out = history(json!([
+            {"id": "d", "role": "developer", "content": "dev"},
+            {"id": "r", "role": "reasoning", "content": "hmm"},
+            {"id": "act", "role": "activity", "activityType": "x", "content": {}},
+            {"id": "u", "role": "user", "content": [
+                {"type": "text", "text": "see"},
+                {"type": "image", "source": {"type": "data", "value": "AAAA", "mimeType": "image/png"}},
+                {"type": "binary", "mimeType": "application/pdf", "filename": "a.pdf"}
+            ]}
+        ]));
+        assert_eq!(
+            out[1],
+            ChatMessage::System {
+                content: "dev".into()
+            }
+        );
+        assert_eq!(
+            out[2],
+            ChatMessage::User {
+                content: vec![
+                    UserPart::Text("see".into()),
+                    UserPart::ImageUrl {
+                        url: "data:image/png;base64,AAAA".into()
+                    },
+                    UserPart::Text("[application/pdf attachment: a.pdf]".into()),
+                ]
+            }
+        );
+        assert_eq!(out.len(), 3);
+    }
+
+    #[test]
+    fn a_call_left_open_at_the_end_is_answered() {
+        let out = history(json!([
+            {"id": "u1", "role": "user", "content": "hi"},
+            {"id": "a1", "role": "assistant", "toolCalls": [call("c1"), call("c2")]},
+            {"id": "t1", "role": "tool", "toolCallId": "c1", "content": "ok"}
+        ]));
+        assert_eq!(out.len(), 5);
+        assert!(matches!(&out[4], ChatMessage::Tool { tool_call_id, .. } if tool_call_id == "c2"));
+    }
+}

@@ -1,0 +1,155 @@
+//! Agents: the [`Agent`] trait every run goes through, the updates a run produces, and the base
+//! [`ChatAgent`] that talks to the model.
+//!
+//! # Shape
+//! An agent turns a [`RunRequest`] into a lazy stream of [`AgentUpdate`]s. Middlewares (later
+//! modules) are decorators holding an `inner: Arc<dyn Agent>`; [`pipeline::build`] is the one
+//! place that orders them. Nothing runs until the stream is polled, and dropping the stream
+//! (client disconnect, Stop) drops everything below it, the upstream HTTP request included:
+//! no run is ever spawned detached from its response.
+//!
+//! [`AgentUpdate`] carries the protocol's own event bodies rather than a parallel enum: the
+//! protocol types are already ours, and the encoder refuses lifecycle events, so only it can
+//! start or end a run. Two extra variants carry what only the end of a run reports: token usage
+//! and interrupts.
+//!
+//! # Error policy
+//! | when | type | the client sees |
+//! | --- | --- | --- |
+//! | `Agent::run` returns `Err` (the request cannot run: a tool name clash, a bad tool name) | [`AgentError::InvalidInput`] | HTTP 4xx JSON, no stream |
+//! | a stream item is `Err` (upstream failure, iteration limit, a wiring bug) | any other [`AgentError`] | `RUN_ERROR { code, message }`, then the stream ends |
+//! | a server tool fails, times out or panics | not an error: [`crate::tools::ToolError`] | a tool result describing the failure, which the model sees and can react to |
+//!
+//! Messages sent to clients come from [`AgentError::public_message`] and never contain upstream
+//! bodies or secrets; details go to the logs.
+
+mod chat;
+mod history;
+pub mod pipeline;
+
+use futures_util::stream::BoxStream;
+use serde_json::Value;
+
+use crate::llm::LlmError;
+use crate::protocol::{
+    self, Context, EventBody, Interrupt, Message, ProtocolVersion, ResumeEntry, RunAgentInput,
+    TokenUsage,
+};
+
+pub use chat::{ChatAgent, ChatAgentConfig};
+pub use history::{to_chat_messages, SYNTHETIC_MISSING_RESULT};
+
+/// The updates of one run, in order. `'static` so it outlives the handler; boxed so `Agent`
+/// stays dyn-compatible.
+pub type AgentStream = BoxStream<'static, Result<AgentUpdate, AgentError>>;
+
+/// Something that can perform an AG-UI run: the base `ChatAgent` and every middleware.
+pub trait Agent: Send + Sync + 'static {
+    /// Prepares a run and returns it as a lazy stream.
+    ///
+    /// # Errors
+    /// `Err` here means the run never started (bad input): the HTTP layer answers 4xx. A started
+    /// run that fails yields an `Err` item instead, which becomes `RUN_ERROR`.
+    fn run(&self, request: RunRequest) -> Result<AgentStream, AgentError>;
+}
+
+/// What a run was asked to do: the validated form of `RunAgentInput`.
+#[derive(Debug, Clone)]
+pub struct RunRequest {
+    pub thread_id: String,
+    pub run_id: String,
+    pub parent_run_id: Option<String>,
+    pub version: ProtocolVersion,
+    pub messages: Vec<Message>,
+    /// Client-side (frontend) tools.
+    pub tools: Vec<protocol::Tool>,
+    pub context: Vec<Context>,
+    /// The client's state; `None` when it sent none (or `null`).
+    pub state: Option<Value>,
+    pub forwarded_props: Option<Value>,
+    pub resume: Vec<ResumeEntry>,
+}
+
+impl From<RunAgentInput> for RunRequest {
+    fn from(input: RunAgentInput) -> Self {
+        RunRequest {
+            version: ProtocolVersion::from_request(input.protocol_version.as_deref()),
+            thread_id: input.thread_id.unwrap_or_else(|| new_id("thread")),
+            run_id: input.run_id.unwrap_or_else(|| new_id("run")),
+            parent_run_id: input.parent_run_id,
+            messages: input.messages,
+            tools: input.tools,
+            context: input.context,
+            state: input.state,
+            forwarded_props: input.forwarded_props,
+            resume: input.resume,
+        }
+    }
+}
+
+/// One client-visible step of a run.
+#[derive(Debug, Clone, PartialEq)]
+pub enum AgentUpdate {
+    /// An event to send as is (never a lifecycle event: the encoder owns those).
+    Event(EventBody),
+    /// Tokens a model call used; summed into `RUN_FINISHED.usage`.
+    Usage(TokenUsage),
+    /// A request for input; the run ends with an `interrupt` outcome.
+    Interrupt(Interrupt),
+}
+
+impl From<EventBody> for AgentUpdate {
+    fn from(body: EventBody) -> Self {
+        AgentUpdate::Event(body)
+    }
+}
+
+/// Why a run could not start, or stopped.
+#[derive(Debug, thiserror::Error)]
+pub enum AgentError {
+    /// The request cannot run as sent (HTTP 4xx before any stream byte).
+    #[error("{message}")]
+    InvalidInput { code: &'static str, message: String },
+    #[error("model request failed: {0}")]
+    Llm(#[from] LlmError),
+    /// The model's reply made no sense as a chat completion (e.g. a tool call with no name).
+    #[error("malformed model output: {0}")]
+    MalformedModelOutput(String),
+    #[error("the model was still calling tools after {0} model calls")]
+    MaxIterations(u32),
+    #[error("internal error: {0}")]
+    Internal(String),
+}
+
+impl AgentError {
+    /// The stable machine-readable code (`RUN_ERROR.code`, or `error.code` of a 4xx body).
+    pub fn code(&self) -> &'static str {
+        match self {
+            AgentError::InvalidInput { code, .. } => code,
+            AgentError::Llm(error) => error.code(),
+            AgentError::MalformedModelOutput(_) => "upstream_malformed",
+            AgentError::MaxIterations(_) => "max_iterations",
+            AgentError::Internal(_) => "internal_error",
+        }
+    }
+
+    /// A message fit for the end user: no upstream bodies, no secrets.
+    pub fn public_message(&self) -> String {
+        match self {
+            AgentError::InvalidInput { message, .. } => message.clone(),
+            AgentError::Llm(error) => error.public_message(),
+            AgentError::MaxIterations(n) => format!(
+                "The agent stopped after {n} model calls without finishing (max_iterations)."
+            ),
+            AgentError::MalformedModelOutput(_) => {
+                "The model sent a reply that could not be understood.".to_owned()
+            }
+            AgentError::Internal(_) => "An internal error ended the run.".to_owned(),
+        }
+    }
+}
+
+/// A fresh opaque id with a readable prefix (`msg_…`, `call_…`).
+pub fn new_id(prefix: &str) -> String {
+    format!("{prefix}_{}", uuid::Uuid::new_v4().simple())
+}

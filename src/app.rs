@@ -1,0 +1,175 @@
+//! `App`: the one place the service is wired together, used by `main` and by the tests alike.
+
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::net::TcpListener;
+
+use crate::agent::{pipeline, Agent};
+use crate::http::{self, AppState};
+use crate::llm::{LlmClient, LlmError};
+use crate::settings::{Settings, SettingsError};
+use crate::tools::Tool;
+
+/// How long open streams may run on after a shutdown signal before the server stops anyway.
+const SHUTDOWN_GRACE: Duration = Duration::from_secs(30);
+
+/// Why the service could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum AppError {
+    #[error(transparent)]
+    Settings(#[from] SettingsError),
+    #[error("cannot set up the model client: {0}")]
+    Llm(#[from] LlmError),
+    #[error("cannot listen on {address}: {source}")]
+    Bind {
+        address: String,
+        source: std::io::Error,
+    },
+}
+
+/// Rust tools to register, by agent name, in addition to the configured ones.
+pub type ExtraTools = BTreeMap<String, Vec<Arc<dyn Tool>>>;
+
+/// A built service, bound to its port and ready to run.
+#[derive(Debug)]
+pub struct App {
+    listener: TcpListener,
+    local_addr: SocketAddr,
+    router: axum::Router,
+    model: String,
+    offline: bool,
+}
+
+impl App {
+    /// Builds the service from settings alone (configured tools only).
+    pub async fn build(settings: Settings) -> Result<App, AppError> {
+        App::build_with_tools(settings, ExtraTools::new()).await
+    }
+
+    /// Builds the service, registering Rust tools on the named agents.
+    pub async fn build_with_tools(
+        settings: Settings,
+        extra_tools: ExtraTools,
+    ) -> Result<App, AppError> {
+        settings.validate()?;
+        for agent in extra_tools.keys() {
+            if !settings.agents.contains_key(agent) {
+                return Err(SettingsError::Invalid(format!(
+                    "tools were registered for agent `{agent}`, which is not configured"
+                ))
+                .into());
+            }
+        }
+        let llm = LlmClient::new(&settings.llm)?;
+        let model = llm.describe();
+        let offline = llm.is_offline();
+        let agents: BTreeMap<String, Arc<dyn Agent>> = settings
+            .agents
+            .iter()
+            .map(|(name, agent_settings)| {
+                let tools = extra_tools.get(name).map(Vec::as_slice).unwrap_or_default();
+                (
+                    name.clone(),
+                    pipeline::build(name, agent_settings, llm.clone(), tools),
+                )
+            })
+            .collect();
+        let state = AppState {
+            agents: Arc::new(agents),
+            default_agent: settings.default_agent.clone(),
+            keep_alive: Duration::from_secs(settings.server.keep_alive_secs.max(1)),
+        };
+        let router = http::router(state, settings.server.body_limit_bytes);
+        let address = format!("{}:{}", settings.server.host, settings.server.port);
+        let listener = match TcpListener::bind(&address).await {
+            Ok(listener) => listener,
+            Err(source) => return Err(AppError::Bind { address, source }),
+        };
+        let local_addr = listener
+            .local_addr()
+            .map_err(|source| AppError::Bind { address, source })?;
+        Ok(App {
+            listener,
+            local_addr,
+            router,
+            model,
+            offline,
+        })
+    }
+
+    /// The address the service listens on (the real port when 0 was asked for).
+    pub fn local_addr(&self) -> SocketAddr {
+        self.local_addr
+    }
+
+    /// What the service talks to, e.g. "offline model (built-in, deterministic)".
+    pub fn model_description(&self) -> &str {
+        &self.model
+    }
+
+    /// Whether replies come from the built-in offline model rather than a real one.
+    pub fn is_offline(&self) -> bool {
+        self.offline
+    }
+
+    /// Serves until Ctrl-C or SIGTERM, then lets open streams finish for a bounded time.
+    pub async fn run(self) -> std::io::Result<()> {
+        self.run_until(shutdown_signal()).await
+    }
+
+    /// Serves until `shutdown` completes, then lets open streams finish for a bounded time.
+    pub async fn run_until(
+        self,
+        shutdown: impl Future<Output = ()> + Send + 'static,
+    ) -> std::io::Result<()> {
+        let (signalled_tx, signalled_rx) = tokio::sync::watch::channel(false);
+        let graceful = async move {
+            shutdown.await;
+            tracing::info!("shutting down: no new connections; open streams may finish");
+            let _ = signalled_tx.send(true);
+        };
+        let server = axum::serve(self.listener, self.router).with_graceful_shutdown(graceful);
+        let deadline = async move {
+            let mut signalled = signalled_rx;
+            if signalled.wait_for(|s| *s).await.is_err() {
+                // The sender is gone only once the server stopped; wait forever.
+                std::future::pending::<()>().await;
+            }
+            tokio::time::sleep(SHUTDOWN_GRACE).await;
+        };
+        tokio::select! {
+            result = server => result,
+            () = deadline => {
+                tracing::warn!("streams still open after {SHUTDOWN_GRACE:?}; stopping anyway");
+                Ok(())
+            }
+        }
+    }
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        if tokio::signal::ctrl_c().await.is_err() {
+            std::future::pending::<()>().await;
+        }
+    };
+    #[cfg(unix)]
+    let terminate = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut signal) => {
+                signal.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let terminate = std::future::pending::<()>();
+    tokio::select! {
+        () = ctrl_c => {},
+        () = terminate => {},
+    }
+}

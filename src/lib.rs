@@ -1,0 +1,48 @@
+//! agui-host: an AG-UI protocol host for LLM agents.
+//!
+//! `POST /` (and `POST /<agent>`) takes an AG-UI `RunAgentInput` and answers with an SSE stream
+//! of AG-UI events that the real clients (`@ag-ui/client` 1.0, and the 0.0.59 that CopilotKit
+//! ships) accept. The model is any OpenAI-compatible chat-completions server, or a built-in
+//! offline model when none is configured.
+//!
+//! # Layout
+//! ```text
+//! main.rs      thin: telemetry, Settings::load, App::build(settings).run()
+//! app          App::build: the one place things are wired
+//! settings     the typed settings tree (config crate layers + environment)
+//! telemetry    tracing-subscriber setup
+//! http         routes, request decoding, 4xx errors, the SSE response pump
+//! protocol     AG-UI wire types and the run encoder (pure serde; a leaf)
+//! agent        Agent trait, RunRequest, AgentUpdate, AgentError, ChatAgent, pipeline
+//! llm          the OpenAI-compatible client and the offline model (the only module that
+//!              names async-openai types)
+//! tools        Tool trait, per-agent registry, declarative tool kinds
+//! ```
+//!
+//! # Dependency rule
+//! `protocol` is a leaf; `llm` uses only `settings`; `tools` uses `settings`; `agent` uses
+//! `protocol`, `llm` and `tools`; `http` uses `agent` and `protocol`; `app` wires everything.
+//!
+//! # How a run flows
+//! ```text
+//! POST /<agent>  RunAgentInput
+//!   -> http: decode (4xx JSON before any SSE byte), pick the agent
+//!   -> agent pipeline: ChatAgent streams the model, runs server tools, stops for client tools
+//!   -> protocol::RunEncoder: RUN_STARTED first, exactly one RUN_FINISHED/RUN_ERROR last,
+//!      closes anything open, downgrades shapes for 0.x clients, writes `data: <json>\n\n`
+//!   -> SSE response (keep-alive comments, no buffering, no compression)
+//! ```
+//! Dropping the response (disconnect, Stop) drops every stream above it, which closes the
+//! upstream request: no run outlives its client.
+
+pub mod agent;
+pub mod app;
+pub mod http;
+pub mod llm;
+pub mod protocol;
+pub mod settings;
+pub mod telemetry;
+pub mod tools;
+
+pub use app::{App, AppError};
+pub use settings::Settings;

@@ -339,6 +339,31 @@ mod tests {
     }
 
     #[test]
+    fn a_file_layer_replaces_an_agents_tool_list_rather_than_merging_by_index() {
+        let path =
+            std::env::temp_dir().join(format!("agui-host-settings-{}.toml", std::process::id()));
+        std::fs::write(
+            &path,
+            r#"
+[[agents.assistant.tools]]
+name = "update_recipe"
+kind = "static"
+result = "ok"
+"#,
+        )
+        .unwrap();
+        let settings = Settings::load(Some(&path));
+        std::fs::remove_file(&path).ok();
+        let tools = &settings.unwrap().agents["assistant"].tools;
+        assert_eq!(tools.len(), 1);
+        assert_eq!(tools[0].name, "update_recipe");
+        assert!(
+            tools[0].parameters.is_none(),
+            "no field leaks from the default's get_weather"
+        );
+    }
+
+    #[test]
     fn unknown_default_agent_is_rejected() {
         let mut settings = Settings::embedded_default().unwrap();
         settings.default_agent = "nobody".into();

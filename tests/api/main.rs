@@ -1,0 +1,20 @@
+//! The API test binary: the app against a fake OpenAI-compatible upstream, over real HTTP.
+//!
+//! Harness: `helpers` (spawn the app, post runs, read SSE), `fake_llm` (the scripted upstream)
+//! and `verify` (the reference client's ordering rules plus our wire rules). The other modules
+//! are the specification, one behaviour per test.
+
+mod fake_llm;
+mod helpers;
+mod verify;
+
+mod bad_input;
+mod cancellation;
+mod chat;
+mod client_tools;
+mod health;
+mod history;
+mod protocol_versions;
+mod server_tools;
+mod upstream_errors;
+mod upstream_request;

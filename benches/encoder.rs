@@ -1,0 +1,91 @@
+//! Throughput of the run encoder: the per-event cost every run pays on top of the model.
+//!
+//! `cargo bench --bench encoder` prints the time per run for a 200-token text reply and for a
+//! 476-fragment tool call (the bench harness's "text" and "predict" shapes); divide the event
+//! count by the time for events per second.
+
+use criterion::{criterion_group, criterion_main, Criterion, Throughput};
+use std::hint::black_box;
+
+use agui_host::protocol::{
+    EventBody, ProtocolVersion, RunEncoder, TextMessageContent, TextMessageStart, TextRole,
+    ToolCallArgs, ToolCallStart,
+};
+
+fn text_run(deltas: &[String]) -> Vec<u8> {
+    let mut encoder = RunEncoder::new(ProtocolVersion::V1, "thread-1".into(), "run-1".into());
+    let mut out = Vec::with_capacity(64 * 1024);
+    encoder
+        .push(
+            EventBody::TextMessageStart(TextMessageStart {
+                message_id: "msg_1".into(),
+                role: Some(TextRole::Assistant),
+                name: None,
+                subagent_run_id: None,
+            }),
+            &mut out,
+        )
+        .unwrap();
+    for delta in deltas {
+        encoder
+            .push(
+                EventBody::TextMessageContent(TextMessageContent {
+                    message_id: "msg_1".into(),
+                    delta: delta.clone(),
+                    subagent_run_id: None,
+                }),
+                &mut out,
+            )
+            .unwrap();
+    }
+    encoder.finish(&mut out).unwrap();
+    out
+}
+
+fn tool_run(fragments: &[String]) -> Vec<u8> {
+    let mut encoder = RunEncoder::new(ProtocolVersion::V1, "thread-1".into(), "run-1".into());
+    let mut out = Vec::with_capacity(64 * 1024);
+    encoder
+        .push(
+            EventBody::ToolCallStart(ToolCallStart {
+                tool_call_id: "call_1".into(),
+                tool_call_name: "update_recipe".into(),
+                parent_message_id: Some("msg_1".into()),
+                subagent_run_id: None,
+            }),
+            &mut out,
+        )
+        .unwrap();
+    for fragment in fragments {
+        encoder
+            .push(
+                EventBody::ToolCallArgs(ToolCallArgs {
+                    tool_call_id: "call_1".into(),
+                    delta: fragment.clone(),
+                    subagent_run_id: None,
+                }),
+                &mut out,
+            )
+            .unwrap();
+    }
+    encoder.finish(&mut out).unwrap();
+    out
+}
+
+fn bench(c: &mut Criterion) {
+    let deltas: Vec<String> = (0..200).map(|i| format!(" word{i}")).collect();
+    let fragments: Vec<String> = (0..476).map(|i| format!("\"k{i}\":\"é\\\"")).collect();
+    let mut group = c.benchmark_group("encoder");
+    group.throughput(Throughput::Elements(deltas.len() as u64 + 3));
+    group.bench_function("text_run_200_deltas", |b| {
+        b.iter(|| text_run(black_box(&deltas)))
+    });
+    group.throughput(Throughput::Elements(fragments.len() as u64 + 4));
+    group.bench_function("tool_run_476_fragments", |b| {
+        b.iter(|| tool_run(black_box(&fragments)))
+    });
+    group.finish();
+}
+
+criterion_group!(benches, bench);
+criterion_main!(benches);

@@ -27,6 +27,7 @@ pub struct Settings {
     pub server: ServerSettings,
     pub llm: LlmSettings,
     pub telemetry: TelemetrySettings,
+    pub metrics: MetricsSettings,
     /// Name of the agent served on `POST /`.
     pub default_agent: String,
     /// The configured agents by name; each is also served on `POST /<name>`.
@@ -41,6 +42,166 @@ pub struct ServerSettings {
     pub body_limit_bytes: usize,
     /// Seconds between SSE keep-alive comments on an idle stream.
     pub keep_alive_secs: u64,
+    /// Seconds open streams may go on after SIGTERM/SIGINT; then they end with `RUN_ERROR`
+    /// code `shutdown`. Fractions are allowed.
+    pub shutdown_grace_secs: f64,
+    pub limits: LimitSettings,
+    pub cors: CorsSettings,
+    pub auth: AuthSettings,
+    pub ready: ReadySettings,
+}
+
+/// Limits that hold for a run's whole stream, not just until its headers.
+#[derive(Debug, Clone, Deserialize)]
+pub struct LimitSettings {
+    /// Most runs streaming at once; 0 = no limit. A run over it gets 503 and `Retry-After`.
+    pub max_concurrent_runs: usize,
+    /// Seconds a refused client is told to wait (`Retry-After`).
+    pub retry_after_secs: u64,
+    /// Longest one run may stream; 0 = no limit. Then it ends with `RUN_ERROR` `run_deadline`.
+    /// Fractions are allowed.
+    pub run_deadline_secs: f64,
+}
+
+/// Cross-origin access for frontends that call the service straight from the browser.
+#[derive(Debug, Clone, Deserialize)]
+pub struct CorsSettings {
+    /// Exact origins (`https://app.example.com`), or `["*"]` for any. Empty: no CORS headers,
+    /// so browsers refuse cross-origin calls. From the environment: a comma-separated list.
+    #[serde(deserialize_with = "list_or_csv")]
+    pub allowed_origins: Vec<String>,
+    /// Request headers a browser may send.
+    #[serde(deserialize_with = "list_or_csv")]
+    pub allowed_headers: Vec<String>,
+    /// Send `Access-Control-Allow-Credentials: true` (explicit origins only).
+    pub allow_credentials: bool,
+    /// Seconds a browser may cache a preflight answer.
+    pub max_age_secs: u64,
+}
+
+/// Optional bearer-token / API-key authentication of every route except the probes.
+#[derive(Clone, Deserialize)]
+pub struct AuthSettings {
+    /// Accepted tokens (`Authorization: Bearer <token>` or `X-API-Key: <token>`). Empty: no
+    /// authentication. Secret; never printed. From the environment: a comma-separated list.
+    #[serde(deserialize_with = "list_or_csv")]
+    pub tokens: Vec<String>,
+}
+
+impl fmt::Debug for AuthSettings {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("AuthSettings")
+            .field("tokens", &format_args!("[{} redacted]", self.tokens.len()))
+            .finish()
+    }
+}
+
+/// What `GET /ready` checks beyond "the configuration loaded".
+#[derive(Debug, Clone, Deserialize)]
+pub struct ReadySettings {
+    /// Also require the model endpoint to answer HTTP at all (any status counts).
+    pub check_upstream: bool,
+    /// Seconds one upstream check result is reused, so probes do not hammer the model server.
+    pub cache_secs: u64,
+    /// Seconds the upstream check may take.
+    pub timeout_secs: u64,
+}
+
+impl ServerSettings {
+    /// Checks the values serde accepts but the server cannot use.
+    fn validate(&self) -> Result<(), SettingsError> {
+        for (key, secs) in [
+            ("server.shutdown_grace_secs", self.shutdown_grace_secs),
+            (
+                "server.limits.run_deadline_secs",
+                self.limits.run_deadline_secs,
+            ),
+        ] {
+            // NaN and infinities fail too: Duration::from_secs_f64 would panic on them.
+            if !(0.0..=1e9).contains(&secs) {
+                return Err(SettingsError::Invalid(format!(
+                    "{key} must be a number of seconds between 0 and 1e9, not {secs}"
+                )));
+            }
+        }
+        let origins = &self.cors.allowed_origins;
+        let any = origins.iter().any(|o| o == "*");
+        if any && origins.len() > 1 {
+            return Err(SettingsError::Invalid(
+                "server.cors.allowed_origins: `*` cannot be combined with other origins".into(),
+            ));
+        }
+        if any && self.cors.allow_credentials {
+            return Err(SettingsError::Invalid(
+                "server.cors.allow_credentials needs explicit origins, not `*` (browsers refuse \
+                 credentials with a wildcard)"
+                    .into(),
+            ));
+        }
+        for origin in origins.iter().filter(|o| *o != "*") {
+            // A browser's Origin is scheme://host[:port] with no path: anything else never matches.
+            let valid = (origin.starts_with("http://") || origin.starts_with("https://"))
+                && !origin.ends_with('/')
+                && origin
+                    .split("://")
+                    .nth(1)
+                    .is_some_and(|rest| !rest.contains('/'))
+                && origin.bytes().all(|b| b.is_ascii_graphic());
+            if !valid {
+                return Err(SettingsError::Invalid(format!(
+                    "server.cors.allowed_origins: `{origin}` is not an origin like \
+                     https://app.example.com (scheme, host, optional port, no path)"
+                )));
+            }
+        }
+        for header in &self.cors.allowed_headers {
+            if header.is_empty() || header == "*" || !header.bytes().all(is_token_byte) {
+                return Err(SettingsError::Invalid(format!(
+                    "server.cors.allowed_headers: `{header}` is not a header name"
+                )));
+            }
+        }
+        if self
+            .auth
+            .tokens
+            .iter()
+            .any(|t| t.is_empty() || !t.bytes().all(|b| b.is_ascii_graphic()))
+        {
+            return Err(SettingsError::Invalid(
+                "server.auth.tokens: a token must be non-empty printable ASCII without spaces"
+                    .into(),
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// An HTTP token character (RFC 9110 `tchar`), what a header name is made of.
+fn is_token_byte(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b)
+}
+
+/// A list from a file (`["a", "b"]`) or from one environment variable (`a,b`): items are
+/// trimmed and empty ones dropped, so an empty variable is an empty list.
+fn list_or_csv<'de, D>(deserializer: D) -> Result<Vec<String>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+{
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum ListOrCsv {
+        List(Vec<String>),
+        Csv(String),
+    }
+    let items = match ListOrCsv::deserialize(deserializer)? {
+        ListOrCsv::List(items) => items,
+        ListOrCsv::Csv(text) => text.split(',').map(str::to_owned).collect(),
+    };
+    Ok(items
+        .into_iter()
+        .map(|item| item.trim().to_owned())
+        .filter(|item| !item.is_empty())
+        .collect())
 }
 
 /// Which kind of model endpoint the service talks to.
@@ -137,6 +298,14 @@ pub struct TelemetrySettings {
     pub log_filter: String,
     /// JSON log lines (production) instead of human-readable ones (development).
     pub json: bool,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct MetricsSettings {
+    /// Serve `GET /metrics` (Prometheus / OpenMetrics text).
+    pub enabled: bool,
+    /// Whether `/metrics` needs a token when `server.auth.tokens` is set.
+    pub require_auth: bool,
 }
 
 /// One agent: its prompt, its server-side tools and its limits.
@@ -270,6 +439,7 @@ impl Settings {
 
     /// Checks what serde cannot: cross-references and values with a meaning.
     pub fn validate(&self) -> Result<(), SettingsError> {
+        self.server.validate()?;
         if !self.agents.contains_key(&self.default_agent) {
             return Err(SettingsError::Invalid(format!(
                 "default_agent `{}` is not one of the configured agents ({})",
@@ -361,6 +531,92 @@ result = "ok"
             tools[0].parameters.is_none(),
             "no field leaks from the default's get_weather"
         );
+    }
+
+    /// The defaults overlaid with `APP_...` variables from `vars` (not the process environment,
+    /// which other tests share).
+    fn with_env(vars: &[(&str, &str)]) -> Result<Settings, SettingsError> {
+        let vars = vars
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        let settings: Settings = config::Config::builder()
+            .add_source(config::File::from_str(
+                DEFAULT_TOML,
+                config::FileFormat::Toml,
+            ))
+            .add_source(
+                config::Environment::with_prefix("APP")
+                    .prefix_separator("_")
+                    .separator("__")
+                    .source(Some(vars)),
+            )
+            .build()?
+            .try_deserialize()?;
+        settings.validate()?;
+        Ok(settings)
+    }
+
+    #[test]
+    fn ops_lists_come_from_comma_separated_variables() {
+        let settings = with_env(&[
+            ("APP_SERVER__AUTH__TOKENS", "tok-one, tok-two,,"),
+            (
+                "APP_SERVER__CORS__ALLOWED_ORIGINS",
+                "https://a.example,http://localhost:3000",
+            ),
+            ("APP_SERVER__SHUTDOWN_GRACE_SECS", "0.25"),
+        ])
+        .unwrap();
+        assert_eq!(settings.server.auth.tokens, ["tok-one", "tok-two"]);
+        assert_eq!(
+            settings.server.cors.allowed_origins,
+            ["https://a.example", "http://localhost:3000"]
+        );
+        assert_eq!(settings.server.shutdown_grace_secs, 0.25);
+        let empty = with_env(&[("APP_SERVER__AUTH__TOKENS", "")]).unwrap();
+        assert!(
+            empty.server.auth.tokens.is_empty(),
+            "an empty variable is no token"
+        );
+    }
+
+    #[test]
+    fn ops_defaults_are_closed_cors_no_auth_and_bounded_runs() {
+        let settings = Settings::embedded_default().unwrap();
+        assert!(settings.server.cors.allowed_origins.is_empty());
+        assert!(settings.server.auth.tokens.is_empty());
+        assert!(settings.server.limits.max_concurrent_runs > 0);
+        assert!(settings.server.limits.run_deadline_secs > 0.0);
+        assert!(settings.metrics.enabled && settings.metrics.require_auth);
+    }
+
+    #[test]
+    fn auth_tokens_are_redacted_in_debug() {
+        let mut settings = Settings::embedded_default().unwrap();
+        settings.server.auth.tokens = vec!["tok-very-secret".into()];
+        assert!(!format!("{settings:?}").contains("tok-very-secret"));
+    }
+
+    #[test]
+    fn unusable_ops_values_are_rejected() {
+        for vars in [
+            &[("APP_SERVER__CORS__ALLOWED_ORIGINS", "*")][..],
+            &[("APP_SERVER__CORS__ALLOWED_ORIGINS", "https://a.example/")][..],
+            &[("APP_SERVER__CORS__ALLOWED_ORIGINS", "a.example")][..],
+            &[("APP_SERVER__CORS__ALLOWED_ORIGINS", "*,https://a.example")][..],
+            &[("APP_SERVER__CORS__ALLOWED_HEADERS", "x bad")][..],
+            &[("APP_SERVER__SHUTDOWN_GRACE_SECS", "-1")][..],
+            &[("APP_SERVER__LIMITS__RUN_DEADLINE_SECS", "NaN")][..],
+        ] {
+            let mut vars = vars.to_vec();
+            if vars[0].1 == "*" {
+                // `*` alone is allowed; with credentials it is not.
+                assert!(with_env(&vars).is_ok());
+                vars.push(("APP_SERVER__CORS__ALLOW_CREDENTIALS", "true"));
+            }
+            assert!(with_env(&vars).is_err(), "{vars:?} must be refused");
+        }
     }
 
     #[test]

@@ -1,7 +1,7 @@
 //! `App`: the one place the service is wired together, used by `main` and by the tests alike.
 
 use std::collections::BTreeMap;
-use std::future::Future;
+use std::future::{Future, IntoFuture};
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
@@ -9,13 +9,14 @@ use std::time::Duration;
 use tokio::net::TcpListener;
 
 use crate::agent::{pipeline, Agent};
-use crate::http::{self, AppState};
+use crate::http::{self, AppState, Metrics, Readiness, RunLimits, Shutdown};
 use crate::llm::{LlmClient, LlmError};
 use crate::settings::{Settings, SettingsError};
 use crate::tools::Tool;
 
-/// How long open streams may run on after a shutdown signal before the server stops anyway.
-const SHUTDOWN_GRACE: Duration = Duration::from_secs(30);
+/// How long, after the grace period, the server waits for streams to write their final
+/// `RUN_ERROR` and close; a client that stopped reading cannot hold the exit up longer.
+const SHUTDOWN_FLUSH: Duration = Duration::from_secs(2);
 
 /// Why the service could not start.
 #[derive(Debug, thiserror::Error)]
@@ -42,6 +43,9 @@ pub struct App {
     router: axum::Router,
     model: String,
     offline: bool,
+    shutdown: Shutdown,
+    shutdown_grace: Duration,
+    metrics: Arc<Metrics>,
 }
 
 impl App {
@@ -78,12 +82,18 @@ impl App {
                 )
             })
             .collect();
+        let shutdown = Shutdown::new();
+        let metrics = Arc::new(Metrics::new());
         let state = AppState {
             agents: Arc::new(agents),
             default_agent: settings.default_agent.clone(),
             keep_alive: Duration::from_secs(settings.server.keep_alive_secs.max(1)),
+            limits: RunLimits::new(&settings.server.limits),
+            shutdown: shutdown.clone(),
+            metrics: Arc::clone(&metrics),
+            readiness: Arc::new(Readiness::new(&settings)),
         };
-        let router = http::router(state, settings.server.body_limit_bytes);
+        let router = http::router(state, &settings)?;
         let address = format!("{}:{}", settings.server.host, settings.server.port);
         let listener = match TcpListener::bind(&address).await {
             Ok(listener) => listener,
@@ -98,6 +108,10 @@ impl App {
             router,
             model,
             offline,
+            shutdown,
+            // Validated finite and non-negative by `Settings::validate`.
+            shutdown_grace: Duration::from_secs_f64(settings.server.shutdown_grace_secs),
+            metrics,
         })
     }
 
@@ -116,35 +130,63 @@ impl App {
         self.offline
     }
 
-    /// Serves until Ctrl-C or SIGTERM, then lets open streams finish for a bounded time.
+    /// The service's metrics registry (what `GET /metrics` serves).
+    pub fn metrics(&self) -> Arc<Metrics> {
+        Arc::clone(&self.metrics)
+    }
+
+    /// Serves until Ctrl-C or SIGTERM, then shuts down gracefully (see [`App::run_until`]).
     pub async fn run(self) -> std::io::Result<()> {
         self.run_until(shutdown_signal()).await
     }
 
-    /// Serves until `shutdown` completes, then lets open streams finish for a bounded time.
+    /// Serves until `shutdown` completes, then: stops accepting connections (and `/ready`
+    /// answers 503), lets open streams finish for `server.shutdown_grace_secs`, ends the ones
+    /// still open with `RUN_ERROR` code `shutdown`, waits briefly for those last events to be
+    /// written, and returns.
     pub async fn run_until(
         self,
         shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> std::io::Result<()> {
-        let (signalled_tx, signalled_rx) = tokio::sync::watch::channel(false);
-        let graceful = async move {
-            shutdown.await;
-            tracing::info!("shutting down: no new connections; open streams may finish");
-            let _ = signalled_tx.send(true);
-        };
-        let server = axum::serve(self.listener, self.router).with_graceful_shutdown(graceful);
-        let deadline = async move {
-            let mut signalled = signalled_rx;
-            if signalled.wait_for(|s| *s).await.is_err() {
-                // The sender is gone only once the server stopped; wait forever.
-                std::future::pending::<()>().await;
+        let stages = self.shutdown.clone();
+        let grace = self.shutdown_grace;
+        let (signalled_tx, signalled_rx) = tokio::sync::oneshot::channel::<()>();
+        let graceful = {
+            let stages = stages.clone();
+            async move {
+                shutdown.await;
+                tracing::info!(
+                    grace_secs = grace.as_secs_f64(),
+                    "shutting down: no new connections; open streams may finish"
+                );
+                stages.start_draining();
+                let _ = signalled_tx.send(());
             }
-            tokio::time::sleep(SHUTDOWN_GRACE).await;
         };
+        let server = axum::serve(self.listener, self.router)
+            .with_graceful_shutdown(graceful)
+            .into_future();
+        tokio::pin!(server);
         tokio::select! {
-            result = server => result,
-            () = deadline => {
-                tracing::warn!("streams still open after {SHUTDOWN_GRACE:?}; stopping anyway");
+            result = &mut server => return result,
+            signalled = signalled_rx => {
+                if signalled.is_err() {
+                    // The sender went without sending: the server stopped by itself.
+                    return server.await;
+                }
+            }
+        }
+        // Draining: open streams finish on their own, up to the grace period.
+        tokio::select! {
+            result = &mut server => return result,
+            () = tokio::time::sleep(grace) => {}
+        }
+        tracing::warn!("grace period over; ending the streams still open with RUN_ERROR");
+        stages.stop_streams();
+        tokio::select! {
+            result = &mut server => result,
+            () = tokio::time::sleep(SHUTDOWN_FLUSH) => {
+                tracing::warn!("streams still open after {SHUTDOWN_FLUSH:?}; stopping anyway");
                 Ok(())
             }
         }

@@ -1,6 +1,9 @@
 //! `ApiError`: a refusal before any stream byte, as `{"error": {"code", "message"}}`.
+//!
+//! The response carries its code as a [`Rejection`] extension, so the metrics layer counts
+//! refusals by code without parsing bodies.
 
-use axum::http::{header, StatusCode};
+use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde_json::json;
 
@@ -11,7 +14,13 @@ pub struct ApiError {
     status: StatusCode,
     code: &'static str,
     message: String,
+    /// Seconds for `Retry-After` (503 when the server is full).
+    retry_after: Option<u64>,
 }
+
+/// The code of a refused request, attached to its response for the metrics.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Rejection(pub(super) &'static str);
 
 impl ApiError {
     pub fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> Self {
@@ -19,14 +28,28 @@ impl ApiError {
             status,
             code,
             message: message.into(),
+            retry_after: None,
         }
+    }
+
+    /// Tells the client when to try again.
+    pub fn with_retry_after(mut self, seconds: u64) -> Self {
+        self.retry_after = Some(seconds);
+        self
     }
 }
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let body = json!({"error": {"code": self.code, "message": self.message}});
-        (self.status, axum::Json(body)).into_response()
+        let mut response = (self.status, axum::Json(body)).into_response();
+        if let Some(seconds) = self.retry_after {
+            response
+                .headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from(seconds));
+        }
+        response.extensions_mut().insert(Rejection(self.code));
+        response
     }
 }
 
@@ -45,10 +68,14 @@ pub(super) fn panic_response(_panic: Box<dyn std::any::Any + Send + 'static>) ->
     tracing::error!("a request handler panicked");
     let body =
         json!({"error": {"code": "internal_error", "message": "An internal error occurred."}});
-    (
+    let mut response = (
         StatusCode::INTERNAL_SERVER_ERROR,
         [(header::CONTENT_TYPE, "application/json")],
         body.to_string(),
     )
-        .into_response()
+        .into_response();
+    response
+        .extensions_mut()
+        .insert(Rejection("internal_error"));
+    response
 }

@@ -4,25 +4,46 @@
 //! 4xx JSON body ([`ApiError`]); once the stream has started only `RUN_ERROR` can report a
 //! failure, and the [`RunEncoder`](crate::protocol::RunEncoder) writes it.
 //!
-//! Tower layers stay at this edge (tracing, panics, body limit). Limits and deadlines of a *run*
-//! cannot be tower layers: a tower future ends at the response headers, a run at its last event.
+//! Tower layers stay at this edge (request ids, tracing, CORS, authentication, panics, body
+//! limit). Limits and deadlines of a *run* cannot be tower layers: a tower future ends at the
+//! response headers, a run at its last event; [`limits`] and the pump in `run` hold them.
+//!
+//! Files: `run` (the run endpoints and the SSE pump), `error` (ApiError), `ops` (health and
+//! readiness), `metrics` (the registry and `/metrics`), `limits` (run slots, deadline,
+//! shutdown), `auth` (tokens), `cors`.
 
+mod auth;
+mod cors;
 mod error;
+mod limits;
+mod metrics;
+mod ops;
 mod run;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::extract::DefaultBodyLimit;
+use axum::extract::{DefaultBodyLimit, Request, State};
+use axum::http::HeaderName;
+use axum::middleware::{self, Next};
+use axum::response::Response;
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use serde_json::json;
 use tower_http::catch_panic::CatchPanicLayer;
+use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
 use tower_http::trace::TraceLayer;
 
 use crate::agent::Agent;
+use crate::settings::{Settings, SettingsError};
 pub use error::ApiError;
+pub use limits::{RunLimits, Shutdown};
+pub use metrics::Metrics;
+pub use ops::Readiness;
+
+/// The request-id header: accepted from the client (or a proxy) or generated, and returned.
+const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
 
 /// What every handler shares.
 #[derive(Clone)]
@@ -30,6 +51,10 @@ pub struct AppState {
     pub agents: Arc<BTreeMap<String, Arc<dyn Agent>>>,
     pub default_agent: String,
     pub keep_alive: Duration,
+    pub limits: RunLimits,
+    pub shutdown: Shutdown,
+    pub metrics: Arc<Metrics>,
+    pub readiness: Arc<Readiness>,
 }
 
 impl std::fmt::Debug for AppState {
@@ -38,25 +63,65 @@ impl std::fmt::Debug for AppState {
             .field("agents", &self.agents.keys().collect::<Vec<_>>())
             .field("default_agent", &self.default_agent)
             .field("keep_alive", &self.keep_alive)
-            .finish()
+            .field("limits", &self.limits)
+            .finish_non_exhaustive()
     }
 }
 
-/// The service's routes.
-pub fn router(state: AppState, body_limit_bytes: usize) -> Router {
-    Router::new()
+/// The service's routes and layers. Fails only on CORS values `Settings::validate` let through.
+pub fn router(state: AppState, settings: &Settings) -> Result<Router, SettingsError> {
+    let mut routes = Router::new()
         .route("/", post(run::run_default_agent).get(service_info))
         .route("/{agent}", post(run::run_named_agent))
-        .route("/health", get(health))
+        .route("/health", get(ops::health))
+        .route("/ready", get(ops::ready));
+    if settings.metrics.enabled {
+        routes = routes.route("/metrics", get(metrics::metrics));
+    }
+    let auth = auth::Auth::new(&settings.server.auth.tokens, settings.metrics.require_auth);
+    // Layers run outermost last: request id, tracing, CORS (answers preflights, and decorates
+    // refusals so a browser can read them), rejection counting, authentication, panics, body
+    // limit, then the handler.
+    let mut router = routes
         .fallback(not_found)
-        .layer(DefaultBodyLimit::max(body_limit_bytes))
+        .layer(DefaultBodyLimit::max(settings.server.body_limit_bytes))
         .layer(CatchPanicLayer::custom(error::panic_response))
-        .layer(TraceLayer::new_for_http())
-        .with_state(state)
+        .layer(middleware::from_fn_with_state(auth, auth::require_token))
+        .layer(middleware::from_fn_with_state(
+            state.clone(),
+            count_rejections,
+        ));
+    if let Some(cors) = cors::layer(&settings.server.cors)? {
+        router = router.layer(cors);
+    }
+    Ok(router
+        .layer(
+            TraceLayer::new_for_http().make_span_with(|request: &Request| {
+                let request_id = request
+                    .headers()
+                    .get(&REQUEST_ID)
+                    .and_then(|v| v.to_str().ok())
+                    .unwrap_or_default();
+                tracing::info_span!(
+                    "request",
+                    method = %request.method(),
+                    path = request.uri().path(),
+                    request_id,
+                )
+            }),
+        )
+        .layer(PropagateRequestIdLayer::new(REQUEST_ID))
+        .layer(SetRequestIdLayer::new(REQUEST_ID, MakeRequestUuid))
+        .with_state(state))
 }
 
-async fn health() -> Json<serde_json::Value> {
-    Json(json!({"status": "ok"}))
+/// Counts the requests refused before a stream, by the code their [`ApiError`] carried.
+async fn count_rejections(State(state): State<AppState>, request: Request, next: Next) -> Response {
+    let response = next.run(request).await;
+    if let Some(rejection) = response.extensions().get::<error::Rejection>() {
+        state.metrics.rejected(rejection.0, response.status());
+    }
+    response
 }
 
 /// `GET /`: what this server is and which agents it serves, for a person with `curl`.

@@ -1,9 +1,13 @@
 //! `POST /` and `POST /{agent}`: decode a `RunAgentInput`, start the agent, and stream its
 //! updates through the run encoder as SSE.
+//!
+//! The pump owns everything a run holds for its stream's whole life: its concurrency slot and
+//! metrics ([`RunGuard`]), its deadline, and the shutdown token that ends it with `RUN_ERROR`
+//! `shutdown` once the grace period is over.
 
 use std::convert::Infallible;
 use std::panic::AssertUnwindSafe;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use axum::body::{Body, Bytes};
 use axum::extract::rejection::BytesRejection;
@@ -11,11 +15,14 @@ use axum::extract::{Path, State};
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::Response;
 use futures_util::{stream, FutureExt, Stream, StreamExt};
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
+use super::metrics::RunGuard;
 use super::{ApiError, AppState};
 use crate::agent::{AgentStream, AgentUpdate, RunRequest};
-use crate::protocol::{RunAgentInput, RunEncoder, KEEP_ALIVE_FRAME};
+use crate::protocol::{EventBody, RunAgentInput, RunEncoder, KEEP_ALIVE_FRAME};
 
 /// Most bytes gathered into one body chunk when several updates are ready at once: batching
 /// saves a write per event under load without holding back a slow stream.
@@ -54,6 +61,8 @@ fn run_agent(
         ));
     };
     let input = decode_input(body)?;
+    // After validation, so a malformed request is told so even when the server is full.
+    let permit = state.limits.try_acquire()?;
     let request = RunRequest::from(input);
     let span = tracing::info_span!(
         "run",
@@ -67,7 +76,17 @@ fn run_agent(
         request.run_id.clone(),
     );
     let updates = span.in_scope(|| agent.run(request))?;
-    let body = Body::from_stream(event_stream(encoder, updates, state.keep_alive, span));
+    let pump = Pump {
+        encoder,
+        updates: Some(updates),
+        keep_alive: state.keep_alive,
+        deadline: state.limits.deadline.map(|limit| Instant::now() + limit),
+        stop: state.shutdown.stop_token(),
+        guard: Some(state.metrics.run_started(agent_name, permit)),
+        started_at: Instant::now(),
+        bytes_sent: 0,
+    };
+    let body = Body::from_stream(event_stream(pump, span));
     let mut response = Response::new(body);
     let headers = response.headers_mut();
     headers.insert(
@@ -118,26 +137,36 @@ struct Pump {
     /// `None` once the run ended: dropping the agent stream releases the upstream at once.
     updates: Option<AgentStream>,
     keep_alive: Duration,
+    /// When the run must end with `run_deadline`; `None` for no limit.
+    deadline: Option<Instant>,
+    /// Cancelled when the shutdown grace period is over.
+    stop: CancellationToken,
+    /// The run's slot and metrics; dropped (slot freed) when the run ends or the pump drops.
+    guard: Option<RunGuard>,
     started_at: Instant,
     bytes_sent: usize,
+}
+
+/// What polling the agent stream gave: an update, its end, or a panic.
+type Polled =
+    Result<Option<Result<AgentUpdate, crate::agent::AgentError>>, Box<dyn std::any::Any + Send>>;
+
+/// Why the pump woke up.
+#[allow(clippy::large_enum_variant)] // a local, moved once per step; boxing buys nothing
+enum Wake {
+    Next(Polled),
+    Idle,
+    Deadline,
+    Shutdown,
 }
 
 /// The SSE body: `RUN_STARTED` at once, then the agent's updates (batched when several are
 /// ready), keep-alive comments while idle, and exactly one terminal event. A panic in the agent
 /// ends the run with `RUN_ERROR`; it never reaches the server.
 fn event_stream(
-    encoder: RunEncoder,
-    updates: AgentStream,
-    keep_alive: Duration,
+    pump: Pump,
     span: tracing::Span,
 ) -> impl Stream<Item = Result<Bytes, Infallible>> + Send + 'static {
-    let pump = Pump {
-        encoder,
-        updates: Some(updates),
-        keep_alive,
-        started_at: Instant::now(),
-        bytes_sent: 0,
-    };
     stream::unfold(pump, move |pump| pump.step().instrument(span.clone()))
 }
 
@@ -149,14 +178,43 @@ impl Pump {
             // RUN_STARTED goes out before the model is even called: time to first byte is ours.
             self.write_or_fail(|encoder, out| encoder.start(out), &mut out);
         } else {
-            match tokio::time::timeout(
-                self.keep_alive,
-                AssertUnwindSafe(updates.next()).catch_unwind(),
-            )
-            .await
-            {
-                Err(_idle) => return Some((Ok(Bytes::from_static(KEEP_ALIVE_FRAME)), self)),
-                Ok(next) => self.handle(next, &mut out),
+            let deadline = self.deadline;
+            // Biased: once the grace period or the deadline is over, a busy agent cannot keep
+            // the run going by always having the next update ready.
+            let wake = tokio::select! {
+                biased;
+                () = self.stop.cancelled() => Wake::Shutdown,
+                () = sleep_until(deadline) => Wake::Deadline,
+                next = tokio::time::timeout(
+                    self.keep_alive,
+                    AssertUnwindSafe(updates.next()).catch_unwind(),
+                ) => match next {
+                    Err(_idle) => Wake::Idle,
+                    Ok(next) => Wake::Next(next),
+                },
+            };
+            match wake {
+                Wake::Idle => {
+                    self.count_write(0, KEEP_ALIVE_FRAME.len());
+                    return Some((Ok(Bytes::from_static(KEEP_ALIVE_FRAME)), self));
+                }
+                Wake::Shutdown => {
+                    tracing::warn!("the shutdown grace period is over; ending the run");
+                    self.end_with_error(
+                        "shutdown",
+                        "The server is shutting down; please retry.",
+                        &mut out,
+                    );
+                }
+                Wake::Deadline => {
+                    tracing::warn!("the run reached its deadline; ending it");
+                    self.end_with_error(
+                        "run_deadline",
+                        "The run took longer than this server allows.",
+                        &mut out,
+                    );
+                }
+                Wake::Next(next) => self.handle(next, &mut out),
             }
             while out.len() < MAX_BATCH_BYTES {
                 let Some(updates) = self.updates.as_mut() else {
@@ -172,17 +230,24 @@ impl Pump {
             }
         }
         self.bytes_sent += out.len();
+        // Frames are `data: <one-line json>\n\n`, so each blank line ends one event.
+        let events = out.windows(2).filter(|w| w == b"\n\n").count();
+        self.count_write(events, out.len());
+        if self.updates.is_none() {
+            // The terminal event is in `out`: free the run's slot now, not when the client has
+            // read it or the connection closes.
+            self.guard = None;
+        }
         Some((Ok(Bytes::from(out)), self))
     }
 
-    fn handle(
-        &mut self,
-        next: Result<
-            Option<Result<AgentUpdate, crate::agent::AgentError>>,
-            Box<dyn std::any::Any + Send>,
-        >,
-        out: &mut Vec<u8>,
-    ) {
+    fn count_write(&self, events: usize, bytes: usize) {
+        if let Some(guard) = &self.guard {
+            guard.on_write(u64::try_from(events).unwrap_or(u64::MAX), bytes);
+        }
+    }
+
+    fn handle(&mut self, next: Polled, out: &mut Vec<u8>) {
         match next {
             Err(_panic) => {
                 tracing::error!("the agent panicked; ending the run");
@@ -190,6 +255,9 @@ impl Pump {
             }
             Ok(None) => {
                 self.write_or_fail(|encoder, out| encoder.finish(out), out);
+                if let Some(guard) = &mut self.guard {
+                    guard.succeeded();
+                }
                 self.end("finished");
             }
             Ok(Some(Err(error))) => {
@@ -197,9 +265,21 @@ impl Pump {
                 self.end_with_error(error.code(), &error.public_message(), out);
             }
             Ok(Some(Ok(AgentUpdate::Event(body)))) => {
+                if let Some(guard) = &mut self.guard {
+                    guard.on_update();
+                    if is_content(&body) {
+                        guard.on_content();
+                    }
+                }
                 self.write_or_fail(|encoder, out| encoder.push(body, out), out);
             }
-            Ok(Some(Ok(AgentUpdate::Usage(usage)))) => self.encoder.add_usage(usage),
+            Ok(Some(Ok(AgentUpdate::Usage(usage)))) => {
+                if let Some(guard) = &mut self.guard {
+                    guard.on_update();
+                    guard.on_usage(&usage);
+                }
+                self.encoder.add_usage(usage);
+            }
             Ok(Some(Ok(AgentUpdate::Interrupt(interrupt)))) => {
                 self.encoder.add_interrupt(interrupt)
             }
@@ -221,9 +301,14 @@ impl Pump {
         if let Err(error) = self.encoder.fail(code, message, out) {
             tracing::error!(%error, "could not encode RUN_ERROR");
         }
+        if let Some(guard) = &mut self.guard {
+            guard.failed(code);
+        }
         self.end(code);
     }
 
+    /// The run is over: the agent stream (and with it the upstream request) goes now; the
+    /// guard, with the run's slot, once the last bytes are counted (see `step`).
     fn end(&mut self, outcome: &str) {
         self.updates = None;
         tracing::info!(
@@ -232,6 +317,27 @@ impl Pump {
             "run ended"
         );
     }
+}
+
+/// Waits until `deadline`, or forever when there is none.
+async fn sleep_until(deadline: Option<Instant>) {
+    match deadline {
+        Some(deadline) => tokio::time::sleep_until(deadline).await,
+        None => std::future::pending().await,
+    }
+}
+
+/// Whether the user sees model output in this event: what time-to-first-token measures.
+fn is_content(body: &EventBody) -> bool {
+    matches!(
+        body,
+        EventBody::TextMessageContent(_)
+            | EventBody::TextMessageChunk(_)
+            | EventBody::ReasoningMessageContent(_)
+            | EventBody::ReasoningMessageChunk(_)
+            | EventBody::ToolCallStart(_)
+            | EventBody::ToolCallChunk(_)
+    )
 }
 
 impl Drop for Pump {

@@ -1,0 +1,91 @@
+//! Run limits and the shutdown signal every stream listens to.
+//!
+//! Neither can be a tower layer: a layer's future ends with the response headers, a run with
+//! its last event. So a run takes an owned semaphore permit before its stream opens and the
+//! pump keeps it (in its [`RunGuard`](super::metrics::RunGuard)) until the stream ends or is
+//! dropped; the deadline and the shutdown token are awaited by the pump itself.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::http::StatusCode;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio_util::sync::CancellationToken;
+
+use super::ApiError;
+use crate::settings::LimitSettings;
+
+/// The concurrent-run limit and the per-run deadline.
+#[derive(Debug, Clone)]
+pub struct RunLimits {
+    /// `None`: no limit on concurrent runs.
+    slots: Option<Arc<Semaphore>>,
+    retry_after_secs: u64,
+    /// `None`: runs may stream for as long as they like.
+    pub(super) deadline: Option<Duration>,
+}
+
+impl RunLimits {
+    pub fn new(settings: &LimitSettings) -> Self {
+        RunLimits {
+            slots: (settings.max_concurrent_runs > 0)
+                .then(|| Arc::new(Semaphore::new(settings.max_concurrent_runs))),
+            retry_after_secs: settings.retry_after_secs,
+            // Validated finite and non-negative by `Settings::validate`.
+            deadline: (settings.run_deadline_secs > 0.0)
+                .then(|| Duration::from_secs_f64(settings.run_deadline_secs)),
+        }
+    }
+
+    /// A slot for one run, or 503 with `Retry-After` when every slot is taken. Never waits: a
+    /// queued run would hold its client's connection with nothing to show for it.
+    pub(super) fn try_acquire(&self) -> Result<Option<OwnedSemaphorePermit>, ApiError> {
+        let Some(slots) = &self.slots else {
+            return Ok(None);
+        };
+        match Arc::clone(slots).try_acquire_owned() {
+            Ok(permit) => Ok(Some(permit)),
+            Err(_) => Err(ApiError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "too_many_runs",
+                "the server is running as many runs as it allows; retry later",
+            )
+            .with_retry_after(self.retry_after_secs)),
+        }
+    }
+}
+
+/// The two stages of a graceful shutdown, shared by the server and every stream.
+#[derive(Debug, Clone, Default)]
+pub struct Shutdown {
+    /// Cancelled on SIGTERM/SIGINT: `/ready` reports 503 so load balancers stop routing here.
+    draining: CancellationToken,
+    /// Cancelled when the grace period is over: every open stream ends with `RUN_ERROR`
+    /// `shutdown` at once.
+    stop: CancellationToken,
+}
+
+impl Shutdown {
+    pub fn new() -> Self {
+        Shutdown::default()
+    }
+
+    /// The shutdown signal arrived; open streams may still finish.
+    pub fn start_draining(&self) {
+        self.draining.cancel();
+    }
+
+    /// The grace period is over: end every open stream now.
+    pub fn stop_streams(&self) {
+        self.stop.cancel();
+    }
+
+    pub fn is_draining(&self) -> bool {
+        self.draining.is_cancelled()
+    }
+
+    /// What a pump awaits to learn that it must end its stream.
+    pub(super) fn stop_token(&self) -> CancellationToken {
+        self.stop.clone()
+    }
+}

@@ -1,0 +1,120 @@
+//! The probes an orchestrator calls: `GET /health` (liveness) and `GET /ready` (readiness).
+//!
+//! Liveness has no dependencies: a model server outage must not get every replica restarted.
+//! Readiness says whether this replica should get traffic: the configuration loaded (it did, or
+//! the process would not be serving), the server is not shutting down, and, only when
+//! `server.ready.check_upstream` is on, the model server answers HTTP. That check is cached for
+//! `server.ready.cache_secs` so frequent probes do not become load on the model server.
+
+use std::time::{Duration, Instant};
+
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use serde_json::json;
+use tokio::sync::Mutex;
+
+use super::AppState;
+use crate::settings::{LlmProvider, Settings};
+
+/// What `/ready` checks, built once from the settings.
+#[derive(Debug)]
+pub struct Readiness {
+    upstream: Option<UpstreamProbe>,
+}
+
+#[derive(Debug)]
+struct UpstreamProbe {
+    client: reqwest::Client,
+    url: String,
+    cache_for: Duration,
+    /// The last result and when it was taken. A tokio mutex held across the check, so
+    /// simultaneous probes wait for one request instead of each sending their own.
+    last: Mutex<Option<(Instant, bool)>>,
+}
+
+impl Readiness {
+    pub fn new(settings: &Settings) -> Self {
+        let ready = &settings.server.ready;
+        let upstream = match settings.llm.effective_provider() {
+            _ if !ready.check_upstream => None,
+            // The built-in model is always there.
+            LlmProvider::Offline | LlmProvider::Auto => None,
+            LlmProvider::Openai | LlmProvider::Azure => {
+                let url = if settings.llm.base_url.is_empty() {
+                    "https://api.openai.com/v1".to_owned()
+                } else {
+                    settings.llm.base_url.clone()
+                };
+                let client = reqwest::Client::builder()
+                    .timeout(Duration::from_secs(ready.timeout_secs.max(1)))
+                    .redirect(reqwest::redirect::Policy::none())
+                    .build();
+                match client {
+                    Ok(client) => Some(UpstreamProbe {
+                        client,
+                        url,
+                        cache_for: Duration::from_secs(ready.cache_secs),
+                        last: Mutex::new(None),
+                    }),
+                    Err(error) => {
+                        tracing::error!(%error, "cannot build the readiness probe's client; not checking the model server");
+                        None
+                    }
+                }
+            }
+        };
+        Readiness { upstream }
+    }
+}
+
+impl UpstreamProbe {
+    /// Whether the model server answered HTTP recently. Any status counts, 401 and 404
+    /// included: the question is reachability; no key is sent, so nothing secret leaves.
+    async fn reachable(&self) -> bool {
+        let mut last = self.last.lock().await;
+        if let Some((at, reachable)) = *last {
+            if at.elapsed() < self.cache_for {
+                return reachable;
+            }
+        }
+        let reachable = match self.client.get(&self.url).send().await {
+            Ok(_) => true,
+            Err(error) => {
+                // reqwest errors name the URL without its user info, never a key.
+                tracing::warn!(error = %error.without_url(), "readiness: the model server is unreachable");
+                false
+            }
+        };
+        *last = Some((Instant::now(), reachable));
+        reachable
+    }
+}
+
+/// `GET /health`: the process serves HTTP.
+pub(super) async fn health() -> Json<serde_json::Value> {
+    Json(json!({"status": "ok"}))
+}
+
+/// `GET /ready`: 200 when this replica should get traffic, 503 with the reason when not.
+pub(super) async fn ready(State(state): State<AppState>) -> Response {
+    if state.shutdown.is_draining() {
+        return not_ready("shutting_down");
+    }
+    let upstream = match &state.readiness.upstream {
+        None => "not_checked",
+        Some(probe) if probe.reachable().await => "ok",
+        Some(_) => return not_ready("upstream_unreachable"),
+    };
+    Json(json!({"status": "ready", "checks": {"config": "ok", "upstream": upstream}}))
+        .into_response()
+}
+
+fn not_ready(reason: &'static str) -> Response {
+    (
+        StatusCode::SERVICE_UNAVAILABLE,
+        Json(json!({"status": "not_ready", "reason": reason})),
+    )
+        .into_response()
+}

@@ -1,7 +1,12 @@
-//! The `agui-host` binary: read settings, start logging, serve until told to stop.
+//! The `agui-host` binary: read settings, start logging, serve until told to stop; or, as
+//! `agui-host healthcheck`, probe a running server (the container's `HEALTHCHECK`, so the image
+//! needs no curl).
 
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::time::Duration;
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use agui_host::{telemetry, App, Settings};
 
@@ -9,6 +14,11 @@ const USAGE: &str = "\
 agui-host: an AG-UI host for LLM agents
 
 Usage: agui-host [--config FILE]
+       agui-host healthcheck [--config FILE]
+
+Commands:
+  healthcheck     GET /health on the configured port of this machine; exit 0 when it answers
+                  200 (for container health checks)
 
 Options:
   --config FILE   add a configuration file layer (also: APP_CONFIG_FILE)
@@ -19,10 +29,17 @@ Settings come from config/default.toml (embedded), config/$APP_ENVIRONMENT.toml,
 file, APP_<SECTION>__<KEY> variables, and OPENAI_API_KEY, OPENAI_BASE_URL, OPENAI_MODEL, HOST,
 PORT. With no API key and no base URL, a built-in offline model answers.";
 
+/// What the command line asks for.
+#[derive(Debug, PartialEq)]
+enum Command {
+    Serve,
+    HealthCheck,
+}
+
 #[tokio::main]
 async fn main() -> ExitCode {
-    let config_file = match parse_args(std::env::args().skip(1)) {
-        Ok(Some(config_file)) => config_file,
+    let (command, config_file) = match parse_args(std::env::args().skip(1)) {
+        Ok(Some(parsed)) => parsed,
         Ok(None) => return ExitCode::SUCCESS,
         Err(message) => {
             eprintln!("{message}\n\n{USAGE}");
@@ -36,6 +53,9 @@ async fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    if command == Command::HealthCheck {
+        return health_check(&settings).await;
+    }
     telemetry::init(&settings.telemetry);
     let app = match App::build(settings).await {
         Ok(app) => app,
@@ -65,11 +85,15 @@ async fn main() -> ExitCode {
     }
 }
 
-/// `Ok(Some(config))` to run, `Ok(None)` when help or version was printed.
-fn parse_args(mut args: impl Iterator<Item = String>) -> Result<Option<Option<PathBuf>>, String> {
+/// `Ok(Some(what, config))` to run, `Ok(None)` when help or version was printed.
+fn parse_args(
+    mut args: impl Iterator<Item = String>,
+) -> Result<Option<(Command, Option<PathBuf>)>, String> {
     let mut config_file = None;
+    let mut command = Command::Serve;
     while let Some(arg) = args.next() {
         match arg.as_str() {
+            "healthcheck" if command == Command::Serve => command = Command::HealthCheck,
             "-h" | "--help" => {
                 println!("{USAGE}");
                 return Ok(None);
@@ -88,5 +112,68 @@ fn parse_args(mut args: impl Iterator<Item = String>) -> Result<Option<Option<Pa
             },
         }
     }
-    Ok(Some(config_file))
+    Ok(Some((command, config_file)))
+}
+
+/// Probes `/health` on this machine's configured port. A raw HTTP/1.0 request over TCP: the
+/// probe runs every few seconds in the container, and needs no TLS client or extra binary.
+async fn health_check(settings: &agui_host::Settings) -> ExitCode {
+    // A wildcard listen address is reachable on loopback.
+    let host = match settings.server.host.as_str() {
+        "0.0.0.0" | "" => "127.0.0.1",
+        "::" | "[::]" => "::1",
+        other => other,
+    };
+    let port = settings.server.port;
+    let probe = async {
+        let mut stream = tokio::net::TcpStream::connect((host, port)).await?;
+        stream
+            .write_all(b"GET /health HTTP/1.0\r\nHost: localhost\r\n\r\n")
+            .await?;
+        let mut head = Vec::with_capacity(64);
+        // The status line is all we need; a healthy answer is tiny anyway.
+        (&mut stream).take(64).read_to_end(&mut head).await?;
+        Ok::<_, std::io::Error>(head)
+    };
+    match tokio::time::timeout(Duration::from_secs(3), probe).await {
+        Ok(Ok(head)) if head.starts_with(b"HTTP/1.1 200") || head.starts_with(b"HTTP/1.0 200") => {
+            ExitCode::SUCCESS
+        }
+        Ok(Ok(head)) => {
+            let line = String::from_utf8_lossy(&head);
+            eprintln!(
+                "agui-host healthcheck: unhealthy answer: {}",
+                line.lines().next().unwrap_or("")
+            );
+            ExitCode::FAILURE
+        }
+        Ok(Err(error)) => {
+            eprintln!("agui-host healthcheck: {host}:{port}: {error}");
+            ExitCode::FAILURE
+        }
+        Err(_) => {
+            eprintln!("agui-host healthcheck: {host}:{port}: no answer within 3 s");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(args: &[&str]) -> Result<Option<(Command, Option<PathBuf>)>, String> {
+        parse_args(args.iter().map(|a| a.to_string()))
+    }
+
+    #[test]
+    fn parses_serve_and_healthcheck_with_a_config_file() {
+        assert_eq!(parse(&[]), Ok(Some((Command::Serve, None))));
+        assert_eq!(
+            parse(&["healthcheck", "--config", "a.toml"]),
+            Ok(Some((Command::HealthCheck, Some(PathBuf::from("a.toml")))))
+        );
+        assert!(parse(&["healthcheck", "healthcheck"]).is_err());
+        assert!(parse(&["serve"]).is_err());
+    }
 }

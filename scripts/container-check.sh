@@ -2,8 +2,8 @@
 # Builds the container image with podman and checks it the way an orchestrator and a client
 # would: environment-only configuration, /health, /ready, /metrics, the image's HEALTHCHECK, one
 # run through the published port, a clean stop on SIGTERM. Then prints the image size and
-# removes the container and the image tag it made (the build cache stays, so the next run is
-# fast). Also validates docker-compose.yml.
+# removes the container and the image tag it made (the layers stay as the build cache, so the
+# next run is fast). Also validates docker-compose.yml.
 #
 # Needs root and podman. On a machine with no registry, the local base images are made first by
 # ../shared/tools/container/local-base-images.sh (beside the repository), skipped when they
@@ -42,8 +42,9 @@ cleanup() {
     if [ -n "$cid" ]; then
         podman rm -f "$cid" >/dev/null 2>&1 || true
     fi
-    # Only the tag this script made; untagged build layers stay as the cache.
-    podman rmi "$IMAGE" >/dev/null 2>&1 || true
+    # Only the tag this script made: the image itself stays, untagged, as the build cache of
+    # the next run (podman rmi would also delete the runtime stage's cached layers).
+    podman untag "$IMAGE" "$IMAGE" >/dev/null 2>&1 || true
     if [ -n "$made_env" ]; then rm -f .env; fi
 }
 trap cleanup EXIT

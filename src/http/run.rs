@@ -255,10 +255,13 @@ impl Pump {
             }
             Ok(None) => {
                 self.write_or_fail(|encoder, out| encoder.finish(out), out);
-                if let Some(guard) = &mut self.guard {
-                    guard.succeeded();
+                // Still running unless `finish` failed, which already ended the run with an error.
+                if self.updates.is_some() {
+                    if let Some(guard) = &mut self.guard {
+                        guard.succeeded();
+                    }
+                    self.end("finished");
                 }
-                self.end("finished");
             }
             Ok(Some(Err(error))) => {
                 tracing::warn!(code = error.code(), %error, "run failed");

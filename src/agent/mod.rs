@@ -25,6 +25,8 @@
 
 mod chat;
 mod history;
+mod mapper;
+pub mod middleware;
 pub mod pipeline;
 
 use futures_util::stream::BoxStream;
@@ -38,6 +40,7 @@ use crate::protocol::{
 
 pub use chat::{ChatAgent, ChatAgentConfig};
 pub use history::{to_chat_messages, SYNTHETIC_MISSING_RESULT};
+pub use mapper::{map_updates, UpdateMapper};
 
 /// The updates of one run, in order. `'static` so it outlives the handler; boxed so `Agent`
 /// stays dyn-compatible.

@@ -1,0 +1,3 @@
+//! Agent middlewares: decorators over [`Agent`](super::Agent), each holding `inner`, named for
+//! what it does. Per-run logic lives in an [`UpdateMapper`](super::UpdateMapper) so it is tested
+//! with vectors; [`pipeline`](super::pipeline) is the one place that orders them.

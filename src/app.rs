@@ -6,6 +6,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
+use axum::serve::ListenerExt;
 use tokio::net::TcpListener;
 
 use crate::agent::{pipeline, Agent};
@@ -132,7 +133,14 @@ impl App {
             tracing::info!("shutting down: no new connections; open streams may finish");
             let _ = signalled_tx.send(true);
         };
-        let server = axum::serve(self.listener, self.router).with_graceful_shutdown(graceful);
+        // Every SSE event is a small write: without TCP_NODELAY, Nagle's algorithm holds each
+        // one back until the client's delayed ACK (about 40 ms), which stalls streams.
+        let listener = self.listener.tap_io(|tcp| {
+            if let Err(error) = tcp.set_nodelay(true) {
+                tracing::debug!(%error, "could not set TCP_NODELAY");
+            }
+        });
+        let server = axum::serve(listener, self.router).with_graceful_shutdown(graceful);
         let deadline = async move {
             let mut signalled = signalled_rx;
             if signalled.wait_for(|s| *s).await.is_err() {

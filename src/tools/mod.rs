@@ -1,10 +1,16 @@
 //! Server-side tools: the [`Tool`] trait, the per-agent [`ToolRegistry`], and the declarative
-//! tool kinds that configuration can create (`static` for now).
+//! tool kinds that configuration can create: `static`, `state` and `http`.
 //!
 //! A tool receives arguments the *model* wrote from a conversation the *client* sent: both are
-//! untrusted. Tools validate what they use and report failures as [`ToolError`], which the agent
-//! hands back to the model as a tool result it can react to; a tool never ends the process.
+//! untrusted. The registry validates arguments against the tool's JSON Schema before the tool
+//! runs; tools report failures as [`ToolError`], which the agent hands back to the model as a
+//! tool result it can react to; a tool never ends the process.
+//!
+//! A tool answers with a [`ToolOutput`]: the content the model (and the UI) sees, and optionally
+//! a [`StateUpdate`] for the shared state, like a LangGraph `Command(update=...)`.
 
+mod http_post;
+mod state_write;
 mod static_result;
 
 use std::collections::BTreeMap;
@@ -16,7 +22,73 @@ use futures_util::future::BoxFuture;
 use serde_json::Value;
 
 use crate::settings::{ToolKindSettings, ToolSettings};
+pub use http_post::HttpPostTool;
+pub(crate) use state_write::select_argument;
+pub use state_write::StateWriteTool;
 pub use static_result::StaticResultTool;
+
+/// What a tool call produced.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolOutput {
+    /// The result for the model and the UI: a JSON string is sent as is, anything else as
+    /// compact JSON text.
+    pub content: Value,
+    /// An update of the shared state, if the tool makes one.
+    pub state: Option<StateUpdate>,
+}
+
+impl From<Value> for ToolOutput {
+    fn from(content: Value) -> Self {
+        ToolOutput {
+            content,
+            state: None,
+        }
+    }
+}
+
+/// A change a tool makes to the shared state.
+#[derive(Debug, Clone, PartialEq)]
+pub enum StateUpdate {
+    /// The whole new state.
+    Snapshot(Value),
+    /// An RFC 6902 patch of the current state; a patch that does not apply is a tool error.
+    Delta(json_patch::Patch),
+    /// Top-level keys set to new values, every other key kept.
+    Set(serde_json::Map<String, Value>),
+}
+
+impl StateUpdate {
+    /// Reads the envelope form `{"snapshot": v}`, `{"delta": [...]}` or `{"set": {...}}`.
+    ///
+    /// # Errors
+    /// A message naming what is wrong, for the model to read.
+    pub fn from_envelope(value: Value) -> Result<Self, ToolError> {
+        let Value::Object(mut map) = value else {
+            return Err(ToolError::Failed("`state` must be an object".into()));
+        };
+        if map.len() != 1 {
+            return Err(ToolError::Failed(
+                "`state` must have exactly one of `snapshot`, `delta`, `set`".into(),
+            ));
+        }
+        if let Some(snapshot) = map.remove("snapshot") {
+            return Ok(StateUpdate::Snapshot(snapshot));
+        }
+        if let Some(delta) = map.remove("delta") {
+            return serde_json::from_value(delta)
+                .map(StateUpdate::Delta)
+                .map_err(|e| {
+                    ToolError::Failed(format!("`state.delta` is not an RFC 6902 patch: {e}"))
+                });
+        }
+        match map.remove("set") {
+            Some(Value::Object(set)) => Ok(StateUpdate::Set(set)),
+            _ => Err(ToolError::Failed(
+                "`state` must have exactly one of `snapshot`, `delta`, `set` (an object)".into(),
+            )),
+        }
+    }
+}
 
 /// What a tool knows about the run that called it.
 #[derive(Debug, Clone)]
@@ -49,19 +121,66 @@ pub trait Tool: Send + Sync + 'static {
     fn description(&self) -> &str;
     /// JSON Schema of the arguments object.
     fn parameters(&self) -> &Value;
-    /// Runs the tool. The returned value becomes the tool result: a JSON string is sent as is,
-    /// anything else as compact JSON text.
+    /// Runs the tool with arguments that already satisfy [`Tool::parameters`].
     fn call<'a>(
         &'a self,
         arguments: Value,
         context: ToolContext,
-    ) -> BoxFuture<'a, Result<Value, ToolError>>;
+    ) -> BoxFuture<'a, Result<ToolOutput, ToolError>>;
+}
+
+/// A registered tool with its compiled argument validator.
+#[derive(Clone)]
+pub struct RegisteredTool {
+    pub tool: Arc<dyn Tool>,
+    validator: Option<Arc<jsonschema::Validator>>,
+}
+
+impl fmt::Debug for RegisteredTool {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RegisteredTool")
+            .field("name", &self.tool.name())
+            .field("validated", &self.validator.is_some())
+            .finish()
+    }
+}
+
+impl RegisteredTool {
+    /// Checks the arguments against the tool's schema.
+    ///
+    /// # Errors
+    /// [`ToolError::InvalidArguments`] naming the first failing paths, for the model to fix.
+    pub fn validate(&self, arguments: &Value) -> Result<(), ToolError> {
+        let Some(validator) = &self.validator else {
+            return Ok(());
+        };
+        let problems: Vec<String> = validator
+            .iter_errors(arguments)
+            .take(5)
+            .map(|error| describe_schema_error(&error))
+            .collect();
+        if problems.is_empty() {
+            Ok(())
+        } else {
+            Err(ToolError::InvalidArguments(problems.join("; ")))
+        }
+    }
+}
+
+/// One schema violation as `at /path: message` (`at the top level` for the root).
+pub fn describe_schema_error(error: &jsonschema::ValidationError<'_>) -> String {
+    let path = error.instance_path().to_string();
+    if path.is_empty() {
+        format!("at the top level: {error}")
+    } else {
+        format!("at {path}: {error}")
+    }
 }
 
 /// The server-side tools of one agent, by name.
 #[derive(Clone, Default)]
 pub struct ToolRegistry {
-    tools: BTreeMap<String, Arc<dyn Tool>>,
+    tools: BTreeMap<String, RegisteredTool>,
 }
 
 impl fmt::Debug for ToolRegistry {
@@ -70,32 +189,92 @@ impl fmt::Debug for ToolRegistry {
     }
 }
 
+/// Why a tool could not be registered.
+#[derive(Debug, thiserror::Error)]
+pub enum ToolSetupError {
+    #[error("tool `{tool}`: the parameters are not a valid JSON Schema: {message}")]
+    InvalidSchema { tool: String, message: String },
+    #[error("tool `{tool}`: {message}")]
+    Invalid { tool: String, message: String },
+}
+
 impl ToolRegistry {
     /// Builds the declarative tools of an agent's configuration.
-    pub fn from_settings(tools: &[ToolSettings]) -> Self {
+    ///
+    /// # Errors
+    /// A tool whose parameters are not a valid JSON Schema, or whose kind is misconfigured.
+    pub fn from_settings(tools: &[ToolSettings]) -> Result<Self, ToolSetupError> {
         let mut registry = ToolRegistry::default();
         for tool in tools {
             let parameters = tool.parameters.clone().unwrap_or_else(empty_object_schema);
-            match &tool.kind {
-                ToolKindSettings::Static { result } => {
-                    registry.register(Arc::new(StaticResultTool::new(
+            let built: Arc<dyn Tool> = match &tool.kind {
+                ToolKindSettings::Static { result } => Arc::new(StaticResultTool::new(
+                    &tool.name,
+                    &tool.description,
+                    parameters,
+                    result.clone(),
+                )),
+                ToolKindSettings::State {
+                    key,
+                    argument,
+                    confirmation,
+                } => Arc::new(StateWriteTool::new(
+                    &tool.name,
+                    &tool.description,
+                    parameters,
+                    key,
+                    argument,
+                    confirmation,
+                )),
+                ToolKindSettings::Http {
+                    url,
+                    headers_from_env,
+                    timeout_secs,
+                    envelope,
+                } => Arc::new(
+                    HttpPostTool::new(
                         &tool.name,
                         &tool.description,
                         parameters,
-                        result.clone(),
-                    )))
-                }
-            }
+                        url,
+                        headers_from_env,
+                        Duration::from_secs(*timeout_secs),
+                        *envelope,
+                    )
+                    .map_err(|message| ToolSetupError::Invalid {
+                        tool: tool.name.clone(),
+                        message,
+                    })?,
+                ),
+            };
+            registry.register(built)?;
         }
-        registry
+        Ok(registry)
     }
 
     /// Adds a tool, replacing any tool of the same name.
-    pub fn register(&mut self, tool: Arc<dyn Tool>) {
-        self.tools.insert(tool.name().to_owned(), tool);
+    ///
+    /// # Errors
+    /// The tool's parameters are not a valid JSON Schema.
+    pub fn register(&mut self, tool: Arc<dyn Tool>) -> Result<(), ToolSetupError> {
+        let schema = tool.parameters();
+        // An empty schema accepts everything: nothing to compile.
+        let validator = if schema.as_object().is_some_and(|o| o.is_empty()) {
+            None
+        } else {
+            let validator =
+                jsonschema::validator_for(schema).map_err(|e| ToolSetupError::InvalidSchema {
+                    tool: tool.name().to_owned(),
+                    message: e.to_string(),
+                })?;
+            Some(Arc::new(validator))
+        };
+        self.tools
+            .insert(tool.name().to_owned(), RegisteredTool { tool, validator });
+        Ok(())
     }
 
-    pub fn get(&self, name: &str) -> Option<&Arc<dyn Tool>> {
+    pub fn get(&self, name: &str) -> Option<&RegisteredTool> {
         self.tools.get(name)
     }
 
@@ -104,7 +283,14 @@ impl ToolRegistry {
     }
 
     pub fn iter(&self) -> impl Iterator<Item = &Arc<dyn Tool>> {
-        self.tools.values()
+        self.tools.values().map(|registered| &registered.tool)
+    }
+
+    /// This registry without the tool named `name`.
+    pub fn without(&self, name: &str) -> ToolRegistry {
+        let mut tools = self.tools.clone();
+        tools.remove(name);
+        ToolRegistry { tools }
     }
 
     pub fn is_empty(&self) -> bool {

@@ -5,7 +5,7 @@ use futures_util::future::BoxFuture;
 use futures_util::FutureExt;
 use serde_json::Value;
 
-use super::{Tool, ToolContext, ToolError};
+use super::{Tool, ToolContext, ToolError, ToolOutput};
 
 #[derive(Debug, Clone)]
 pub struct StaticResultTool {
@@ -43,7 +43,7 @@ impl Tool for StaticResultTool {
         &'a self,
         _arguments: Value,
         _context: ToolContext,
-    ) -> BoxFuture<'a, Result<Value, ToolError>> {
-        futures_util::future::ready(Ok(self.result.clone())).boxed()
+    ) -> BoxFuture<'a, Result<ToolOutput, ToolError>> {
+        futures_util::future::ready(Ok(ToolOutput::from(self.result.clone()))).boxed()
     }
 }

@@ -68,17 +68,13 @@ impl App {
         let llm = LlmClient::new(&settings.llm)?;
         let model = llm.describe();
         let offline = llm.is_offline();
-        let agents: BTreeMap<String, Arc<dyn Agent>> = settings
-            .agents
-            .iter()
-            .map(|(name, agent_settings)| {
-                let tools = extra_tools.get(name).map(Vec::as_slice).unwrap_or_default();
-                (
-                    name.clone(),
-                    pipeline::build(name, agent_settings, llm.clone(), tools),
-                )
-            })
-            .collect();
+        let mut agents: BTreeMap<String, Arc<dyn Agent>> = BTreeMap::new();
+        for (name, agent_settings) in &settings.agents {
+            let tools = extra_tools.get(name).map(Vec::as_slice).unwrap_or_default();
+            let agent = pipeline::build(name, agent_settings, llm.clone(), tools)
+                .map_err(|message| SettingsError::Invalid(format!("agents.{name}: {message}")))?;
+            agents.insert(name.clone(), agent);
+        }
         let state = AppState {
             agents: Arc::new(agents),
             default_agent: settings.default_agent.clone(),

@@ -24,6 +24,7 @@ use futures_util::{FutureExt, StreamExt};
 use serde_json::Value;
 
 use super::history::to_chat_messages;
+use super::state_view::apply_update;
 use super::{new_id, Agent, AgentError, AgentStream, AgentUpdate, RunRequest};
 use crate::llm::{ChatMessage, ChatRequest, ChatToolCall, LlmClient, LlmError, LlmEvent, ToolSpec};
 use crate::protocol::{
@@ -31,8 +32,8 @@ use crate::protocol::{
     TextMessageStart, TextRole, TokenUsage, ToolCallArgs, ToolCallRef, ToolCallResult,
     ToolCallStart, ToolResultContent, ToolRole,
 };
-use crate::settings::ToolNameClash;
-use crate::tools::{self, ToolContext, ToolError, ToolRegistry};
+use crate::settings::{ResultStateKind, ToolNameClash, ToolStateRule, ToolStateSource};
+use crate::tools::{self, StateUpdate, ToolContext, ToolError, ToolOutput, ToolRegistry};
 
 /// How a `ChatAgent` behaves, from its `agents.<name>` settings.
 #[derive(Debug, Clone)]
@@ -44,6 +45,8 @@ pub struct ChatAgentConfig {
     pub max_iterations: u32,
     pub tool_timeout: Duration,
     pub tool_name_clash: ToolNameClash,
+    /// Tools whose arguments or results update the shared state.
+    pub state_rules: Vec<ToolStateRule>,
 }
 
 /// The base agent. Cheap to share: everything is behind `Arc` or `Clone`.
@@ -63,9 +66,16 @@ impl ChatAgent {
         }
     }
 
-    /// The system prompt: the agent's instructions, then the client's context as delimited data.
-    fn system_prompt(&self, context: &[Context]) -> String {
+    /// The system prompt: the agent's instructions, the sections middlewares added (e.g. the
+    /// shared state), then the client's context as delimited data.
+    fn system_prompt(&self, sections: &[String], context: &[Context]) -> String {
         let mut prompt = self.config.instructions.trim().to_owned();
+        for section in sections.iter().filter(|s| !s.is_empty()) {
+            if !prompt.is_empty() {
+                prompt.push_str("\n\n");
+            }
+            prompt.push_str(section);
+        }
         if !context.is_empty() {
             // JSON-encoded so a value cannot close the block or pose as instructions.
             let entries: Vec<Value> = context
@@ -108,7 +118,7 @@ impl Agent for ChatAgent {
                         continue;
                     }
                     ToolNameClash::PreferClient => {
-                        server_tools = without_tool(&server_tools, &tool.name);
+                        server_tools = server_tools.without(&tool.name);
                     }
                     ToolNameClash::Reject => {
                         return Err(AgentError::InvalidInput {
@@ -144,7 +154,7 @@ impl Agent for ChatAgent {
         tool_specs.extend(client_specs);
 
         let history = to_chat_messages(
-            Some(self.system_prompt(&request.context)),
+            Some(self.system_prompt(&request.prompt_sections, &request.context)),
             &request.messages,
         );
         if !history
@@ -170,21 +180,15 @@ impl Agent for ChatAgent {
             history,
             thread_id: request.thread_id,
             run_id: request.run_id,
-            client_state: request.state,
+            state: request
+                .state
+                .unwrap_or_else(|| Value::Object(Default::default())),
             model_calls: 0,
             queue: VecDeque::new(),
             phase: Phase::CallModel,
         };
         Ok(stream::unfold(state, RunState::next).boxed())
     }
-}
-
-fn without_tool(registry: &ToolRegistry, name: &str) -> ToolRegistry {
-    let mut filtered = ToolRegistry::default();
-    for tool in registry.iter().filter(|t| t.name() != name) {
-        filtered.register(tool.clone());
-    }
-    filtered
 }
 
 /// The state of one run between two polls.
@@ -199,7 +203,8 @@ struct RunState {
     history: Vec<ChatMessage>,
     thread_id: String,
     run_id: String,
-    client_state: Option<Value>,
+    /// The server's view of the shared state: the client's, plus every update sent since.
+    state: Value,
     model_calls: u32,
     /// Updates produced but not yet yielded.
     queue: VecDeque<AgentUpdate>,
@@ -213,7 +218,7 @@ enum Phase {
         turn: Turn,
     },
     RunningTools {
-        running: FuturesOrdered<BoxFuture<'static, (String, String)>>,
+        running: FuturesOrdered<BoxFuture<'static, ToolCallOutcome>>,
         /// A client tool is pending: end the run once the server tools are done.
         then_stop: bool,
     },
@@ -277,21 +282,8 @@ impl RunState {
                     mut running,
                     then_stop,
                 } => match running.next().await {
-                    Some((tool_call_id, content)) => {
-                        self.queue
-                            .push_back(AgentUpdate::Event(EventBody::ToolCallResult(
-                                ToolCallResult {
-                                    message_id: new_id("msg"),
-                                    tool_call_id: tool_call_id.clone(),
-                                    content: ToolResultContent::Text(content.clone()),
-                                    role: Some(ToolRole::Tool),
-                                    subagent_run_id: None,
-                                },
-                            )));
-                        self.history.push(ChatMessage::Tool {
-                            tool_call_id,
-                            content,
-                        });
+                    Some(outcome) => {
+                        self.finish_tool_call(outcome);
                         self.phase = Phase::RunningTools { running, then_stop };
                     }
                     None if then_stop => self.phase = Phase::Done,
@@ -314,6 +306,9 @@ impl RunState {
         if calls.is_empty() {
             return Ok(());
         }
+        for call in &calls {
+            self.apply_argument_rules(call);
+        }
         let mut running = FuturesOrdered::new();
         let mut client_call_pending = false;
         for call in calls {
@@ -333,43 +328,151 @@ impl RunState {
         Ok(())
     }
 
-    /// One server tool call as a future that always produces the result text: failures become a
-    /// JSON error object the model can read, and a panic is contained to the call.
-    fn run_server_tool(&self, call: ChatToolCall) -> BoxFuture<'static, (String, String)> {
-        let tool = self.server_tools.get(&call.name).cloned();
+    /// One server tool call as a future that always completes: failures are values, and a panic
+    /// is contained to the call.
+    fn run_server_tool(&self, call: ChatToolCall) -> BoxFuture<'static, ToolCallOutcome> {
+        let registered = self.server_tools.get(&call.name).cloned();
         let timeout = self.config.tool_timeout;
         let context = ToolContext {
             thread_id: self.thread_id.clone(),
             run_id: self.run_id.clone(),
             tool_call_id: call.id.clone(),
-            state: self.client_state.clone(),
+            state: Some(self.state.clone()),
         };
         async move {
-            let outcome = match tool {
-                None => Err(ToolError::Unknown(call.name.clone())),
-                Some(tool) => match parse_arguments(&call.arguments) {
-                    Err(error) => Err(error),
-                    Ok(arguments) => {
-                        let invocation = AssertUnwindSafe(tool.call(arguments, context)).catch_unwind();
-                        match tokio::time::timeout(timeout, invocation).await {
-                            Err(_) => Err(ToolError::Timeout(timeout)),
-                            Ok(Err(_panic)) => Err(ToolError::Panicked),
-                            Ok(Ok(result)) => result,
-                        }
-                    }
-                },
-            };
-            let content = match outcome {
-                Ok(value) => tools::result_text(&value),
-                Err(error) => {
-                    tracing::warn!(tool = %call.name, tool_call_id = %call.id, %error, "tool call failed");
-                    serde_json::json!({"error": error.to_string()}).to_string()
+            let output = async {
+                let registered = registered.ok_or_else(|| ToolError::Unknown(call.name.clone()))?;
+                let arguments = parse_arguments(&call.arguments)?;
+                registered.validate(&arguments)?;
+                let invocation =
+                    AssertUnwindSafe(registered.tool.call(arguments, context)).catch_unwind();
+                match tokio::time::timeout(timeout, invocation).await {
+                    Err(_) => Err(ToolError::Timeout(timeout)),
+                    Ok(Err(_panic)) => Err(ToolError::Panicked),
+                    Ok(Ok(result)) => result,
                 }
-            };
-            (call.id, content)
+            }
+            .await;
+            ToolCallOutcome { call, output }
         }
         .boxed()
     }
+
+    /// Turns a finished server tool call into its result event, its state events, and the tool
+    /// message the model sees next. A state update that does not apply makes the call fail, so
+    /// the client's state is never corrupted and the model learns why.
+    fn finish_tool_call(&mut self, outcome: ToolCallOutcome) {
+        let ToolCallOutcome { call, output } = outcome;
+        let output = output.and_then(|output| self.with_result_rules(&call.name, output));
+        let mut state_events = Vec::new();
+        let content = match output {
+            Ok(ToolOutput { content, state }) => {
+                match state.map(|update| apply_update(&mut self.state, update)) {
+                    Some(Err(problem)) => Err(ToolError::Failed(format!(
+                        "the tool's state update was not applied: {problem}"
+                    ))),
+                    Some(Ok(event)) => {
+                        state_events.push(event);
+                        Ok(tools::result_text(&content))
+                    }
+                    None => Ok(tools::result_text(&content)),
+                }
+            }
+            Err(error) => Err(error),
+        };
+        let content = content.unwrap_or_else(|error| {
+            tracing::warn!(tool = %call.name, tool_call_id = %call.id, %error, "tool call failed");
+            serde_json::json!({"error": error.to_string()}).to_string()
+        });
+        self.queue
+            .push_back(AgentUpdate::Event(EventBody::ToolCallResult(
+                ToolCallResult {
+                    message_id: new_id("msg"),
+                    tool_call_id: call.id.clone(),
+                    content: ToolResultContent::Text(content.clone()),
+                    role: Some(ToolRole::Tool),
+                    subagent_run_id: None,
+                },
+            )));
+        self.queue
+            .extend(state_events.into_iter().map(AgentUpdate::Event));
+        self.history.push(ChatMessage::Tool {
+            tool_call_id: call.id,
+            content,
+        });
+    }
+
+    /// Applies the agent's `from = "result"` rules: the tool's content becomes the new state or
+    /// a patch of it (on top of any update the tool made itself, which then comes second).
+    fn with_result_rules(&self, tool: &str, output: ToolOutput) -> Result<ToolOutput, ToolError> {
+        let Some(kind) = self
+            .config
+            .state_rules
+            .iter()
+            .find_map(|rule| match &rule.source {
+                ToolStateSource::Result { kind } if rule.tool == tool => Some(*kind),
+                _ => None,
+            })
+        else {
+            return Ok(output);
+        };
+        // A service may answer JSON as text; a state rule needs the value.
+        let value = match &output.content {
+            Value::String(text) => {
+                serde_json::from_str(text).unwrap_or_else(|_| output.content.clone())
+            }
+            other => other.clone(),
+        };
+        let update = match kind {
+            ResultStateKind::Snapshot => StateUpdate::Snapshot(value),
+            ResultStateKind::Delta => {
+                StateUpdate::Delta(serde_json::from_value(value).map_err(|e| {
+                    ToolError::Failed(format!("the result is not an RFC 6902 patch: {e}"))
+                })?)
+            }
+        };
+        if output.state.is_some() {
+            return Err(ToolError::Failed(
+                "the tool returned its own state update and a result rule also applies".into(),
+            ));
+        }
+        Ok(ToolOutput {
+            content: output.content,
+            state: Some(update),
+        })
+    }
+
+    /// Applies the agent's `from = "arguments"` rules once a call's arguments are complete (for
+    /// client tools too). Arguments that are not JSON update nothing.
+    fn apply_argument_rules(&mut self, call: &ChatToolCall) {
+        for rule in &self.config.state_rules {
+            let ToolStateSource::Arguments { argument, key } = &rule.source else {
+                continue;
+            };
+            if rule.tool != call.name {
+                continue;
+            }
+            let Ok(arguments) = parse_arguments(&call.arguments) else {
+                continue;
+            };
+            let Some(value) = tools::select_argument(&arguments, argument) else {
+                continue;
+            };
+            let update = StateUpdate::Set(serde_json::Map::from_iter([(key.clone(), value)]));
+            match apply_update(&mut self.state, update) {
+                Ok(event) => self.queue.push_back(AgentUpdate::Event(event)),
+                Err(problem) => {
+                    tracing::warn!(tool = %call.name, %problem, "state rule not applied")
+                }
+            }
+        }
+    }
+}
+
+/// A server tool call and what it produced.
+struct ToolCallOutcome {
+    call: ChatToolCall,
+    output: Result<ToolOutput, ToolError>,
 }
 
 /// Parses the model's argument text; an empty text means no arguments.

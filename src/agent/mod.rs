@@ -28,6 +28,7 @@ mod history;
 mod mapper;
 pub mod middleware;
 pub mod pipeline;
+mod state_view;
 
 use futures_util::stream::BoxStream;
 use serde_json::Value;
@@ -41,6 +42,7 @@ use crate::protocol::{
 pub use chat::{ChatAgent, ChatAgentConfig};
 pub use history::{to_chat_messages, SYNTHETIC_MISSING_RESULT};
 pub use mapper::{map_updates, UpdateMapper};
+pub use state_view::{apply_update, escape_pointer_token};
 
 /// The updates of one run, in order. `'static` so it outlives the handler; boxed so `Agent`
 /// stays dyn-compatible.
@@ -71,6 +73,9 @@ pub struct RunRequest {
     pub state: Option<Value>,
     pub forwarded_props: Option<Value>,
     pub resume: Vec<ResumeEntry>,
+    /// System prompt sections added by middlewares (e.g. the shared state), placed after the
+    /// agent's instructions.
+    pub prompt_sections: Vec<String>,
 }
 
 impl From<RunAgentInput> for RunRequest {
@@ -86,6 +91,7 @@ impl From<RunAgentInput> for RunRequest {
             state: input.state,
             forwarded_props: input.forwarded_props,
             resume: input.resume,
+            prompt_sections: Vec::new(),
         }
     }
 }

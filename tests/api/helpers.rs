@@ -60,8 +60,10 @@ pub(crate) fn default_weather_result() -> Value {
         .iter()
         .find(|t| t.name == "get_weather")
         .expect("the default agent has get_weather");
-    let ToolKindSettings::Static { result } = &tool.kind;
-    result.clone()
+    match &tool.kind {
+        ToolKindSettings::Static { result } => result.clone(),
+        other => panic!("get_weather is configured as a static tool, not {other:?}"),
+    }
 }
 
 impl TestApp {

@@ -1,3 +1,9 @@
 //! Agent middlewares: decorators over [`Agent`](super::Agent), each holding `inner`, named for
 //! what it does. Per-run logic lives in an [`UpdateMapper`](super::UpdateMapper) so it is tested
 //! with vectors; [`pipeline`](super::pipeline) is the one place that orders them.
+
+mod client_state;
+mod status;
+
+pub use client_state::ClientStateInjection;
+pub use status::StatusSnapshots;

@@ -291,8 +291,14 @@ pub struct ToolSettings {
 #[derive(Debug, Clone, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum ToolKindSettings {
-    /// Returns a fixed JSON value whatever the arguments.
-    Static { result: Value },
+    /// Returns a fixed JSON value whatever the arguments, and optionally updates the state
+    /// (`state` in the envelope form of the `http` kind: `{snapshot}`, `{delta}`, or
+    /// `{set, set_if_absent}`).
+    Static {
+        result: Value,
+        #[serde(default)]
+        state: Option<Value>,
+    },
     /// Writes an argument (or all arguments, with `argument = "*"`) to the state key `key` and
     /// returns `confirmation` to the model.
     State {
@@ -311,8 +317,8 @@ pub enum ToolKindSettings {
         #[serde(default = "default_http_timeout_secs")]
         timeout_secs: u64,
         /// The answer is an envelope `{"content": <for the model>, "state": <update>}` where the
-        /// update is `{"snapshot": <state>}`, `{"delta": [<RFC 6902 ops>]}` or
-        /// `{"set": {<key>: <value>, ...}}`.
+        /// update is `{"snapshot": <state>}`, `{"delta": [<RFC 6902 ops>]}`, or
+        /// `{"set": {<key>: <value>, ...}}` and/or `{"set_if_absent": {...}}`.
         #[serde(default)]
         envelope: bool,
     },

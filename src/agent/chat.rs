@@ -371,8 +371,8 @@ impl RunState {
                     Some(Err(problem)) => Err(ToolError::Failed(format!(
                         "the tool's state update was not applied: {problem}"
                     ))),
-                    Some(Ok(event)) => {
-                        state_events.push(event);
+                    Some(Ok(events)) => {
+                        state_events = events;
                         Ok(tools::result_text(&content))
                     }
                     None => Ok(tools::result_text(&content)),
@@ -460,7 +460,9 @@ impl RunState {
             };
             let update = StateUpdate::Set(serde_json::Map::from_iter([(key.clone(), value)]));
             match apply_update(&mut self.state, update) {
-                Ok(event) => self.queue.push_back(AgentUpdate::Event(event)),
+                Ok(events) => self
+                    .queue
+                    .extend(events.into_iter().map(AgentUpdate::Event)),
                 Err(problem) => {
                     tracing::warn!(tool = %call.name, %problem, "state rule not applied")
                 }

@@ -55,38 +55,62 @@ pub enum StateUpdate {
     Delta(json_patch::Patch),
     /// Top-level keys set to new values, every other key kept.
     Set(serde_json::Map<String, Value>),
+    /// Top-level keys set only where the state does not have them yet (initial values that
+    /// must not overwrite what the user already chose).
+    SetIfAbsent(serde_json::Map<String, Value>),
+    /// Several updates, applied in order, all or none.
+    Many(Vec<StateUpdate>),
 }
 
 impl StateUpdate {
-    /// Reads the envelope form `{"snapshot": v}`, `{"delta": [...]}` or `{"set": {...}}`.
+    /// Reads the envelope form: `{"snapshot": v}`, or `{"delta": [...]}`, or one or both of
+    /// `{"set": {...}, "set_if_absent": {...}}` (`set` applied first).
     ///
     /// # Errors
-    /// A message naming what is wrong, for the model to read.
+    /// A message naming what is wrong, for the model (or the operator) to read.
     pub fn from_envelope(value: Value) -> Result<Self, ToolError> {
+        const SHAPE: &str = "`state` must be {\"snapshot\": ...}, {\"delta\": [...]}, or \
+                             {\"set\": {...}} and/or {\"set_if_absent\": {...}}";
         let Value::Object(mut map) = value else {
-            return Err(ToolError::Failed("`state` must be an object".into()));
+            return Err(ToolError::Failed(SHAPE.into()));
         };
-        if map.len() != 1 {
-            return Err(ToolError::Failed(
-                "`state` must have exactly one of `snapshot`, `delta`, `set`".into(),
-            ));
-        }
+        let single = map.len() == 1;
         if let Some(snapshot) = map.remove("snapshot") {
-            return Ok(StateUpdate::Snapshot(snapshot));
+            return if single {
+                Ok(StateUpdate::Snapshot(snapshot))
+            } else {
+                Err(ToolError::Failed(SHAPE.into()))
+            };
         }
         if let Some(delta) = map.remove("delta") {
+            if !single {
+                return Err(ToolError::Failed(SHAPE.into()));
+            }
             return serde_json::from_value(delta)
                 .map(StateUpdate::Delta)
                 .map_err(|e| {
                     ToolError::Failed(format!("`state.delta` is not an RFC 6902 patch: {e}"))
                 });
         }
+        let mut updates = Vec::new();
         match map.remove("set") {
-            Some(Value::Object(set)) => Ok(StateUpdate::Set(set)),
-            _ => Err(ToolError::Failed(
-                "`state` must have exactly one of `snapshot`, `delta`, `set` (an object)".into(),
-            )),
+            Some(Value::Object(set)) => updates.push(StateUpdate::Set(set)),
+            Some(_) => return Err(ToolError::Failed(SHAPE.into())),
+            None => {}
         }
+        match map.remove("set_if_absent") {
+            Some(Value::Object(set)) => updates.push(StateUpdate::SetIfAbsent(set)),
+            Some(_) => return Err(ToolError::Failed(SHAPE.into())),
+            None => {}
+        }
+        if updates.is_empty() || !map.is_empty() {
+            return Err(ToolError::Failed(SHAPE.into()));
+        }
+        Ok(if updates.len() == 1 {
+            updates.remove(0)
+        } else {
+            StateUpdate::Many(updates)
+        })
     }
 }
 
@@ -208,12 +232,23 @@ impl ToolRegistry {
         for tool in tools {
             let parameters = tool.parameters.clone().unwrap_or_else(empty_object_schema);
             let built: Arc<dyn Tool> = match &tool.kind {
-                ToolKindSettings::Static { result } => Arc::new(StaticResultTool::new(
-                    &tool.name,
-                    &tool.description,
-                    parameters,
-                    result.clone(),
-                )),
+                ToolKindSettings::Static { result, state } => {
+                    let state = state
+                        .clone()
+                        .map(StateUpdate::from_envelope)
+                        .transpose()
+                        .map_err(|e| ToolSetupError::Invalid {
+                            tool: tool.name.clone(),
+                            message: e.to_string(),
+                        })?;
+                    Arc::new(StaticResultTool::new(
+                        &tool.name,
+                        &tool.description,
+                        parameters,
+                        result.clone(),
+                        state,
+                    ))
+                }
                 ToolKindSettings::State {
                     key,
                     argument,

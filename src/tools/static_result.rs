@@ -1,11 +1,12 @@
-//! The `static` tool kind: returns a configured JSON value, whatever the arguments. Enough to
-//! serve a `get_weather`-style backend tool in demos and tests without writing code.
+//! The `static` tool kind: returns a configured JSON value, whatever the arguments, and may
+//! update the state with a configured update. Enough to serve a `get_weather`-style backend
+//! tool, or to initialise a state, in demos and tests without writing code.
 
 use futures_util::future::BoxFuture;
 use futures_util::FutureExt;
 use serde_json::Value;
 
-use super::{Tool, ToolContext, ToolError, ToolOutput};
+use super::{StateUpdate, Tool, ToolContext, ToolError, ToolOutput};
 
 #[derive(Debug, Clone)]
 pub struct StaticResultTool {
@@ -13,15 +14,23 @@ pub struct StaticResultTool {
     description: String,
     parameters: Value,
     result: Value,
+    state: Option<StateUpdate>,
 }
 
 impl StaticResultTool {
-    pub fn new(name: &str, description: &str, parameters: Value, result: Value) -> Self {
+    pub fn new(
+        name: &str,
+        description: &str,
+        parameters: Value,
+        result: Value,
+        state: Option<StateUpdate>,
+    ) -> Self {
         StaticResultTool {
             name: name.to_owned(),
             description: description.to_owned(),
             parameters,
             result,
+            state,
         }
     }
 }
@@ -44,6 +53,10 @@ impl Tool for StaticResultTool {
         _arguments: Value,
         _context: ToolContext,
     ) -> BoxFuture<'a, Result<ToolOutput, ToolError>> {
-        futures_util::future::ready(Ok(ToolOutput::from(self.result.clone()))).boxed()
+        futures_util::future::ready(Ok(ToolOutput {
+            content: self.result.clone(),
+            state: self.state.clone(),
+        }))
+        .boxed()
     }
 }

@@ -48,7 +48,10 @@ pub(crate) fn static_tool(name: &str, result: Value) -> ToolSettings {
         name: name.into(),
         description: format!("The {name} server tool."),
         parameters: Some(json!({"type": "object", "properties": {}})),
-        kind: ToolKindSettings::Static { result },
+        kind: ToolKindSettings::Static {
+            result,
+            state: None,
+        },
     }
 }
 
@@ -61,7 +64,7 @@ pub(crate) fn default_weather_result() -> Value {
         .find(|t| t.name == "get_weather")
         .expect("the default agent has get_weather");
     match &tool.kind {
-        ToolKindSettings::Static { result } => result.clone(),
+        ToolKindSettings::Static { result, .. } => result.clone(),
         other => panic!("get_weather is configured as a static tool, not {other:?}"),
     }
 }

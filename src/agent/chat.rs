@@ -145,10 +145,13 @@ impl Agent for ChatAgent {
         }
         let mut tool_specs: Vec<ToolSpec> = server_tools
             .iter()
-            .map(|tool| ToolSpec {
-                name: tool.name().to_owned(),
-                description: tool.description().to_owned(),
-                parameters: tool.parameters().clone(),
+            .map(|tool| {
+                let definition = tool.definition();
+                ToolSpec {
+                    name: definition.name.clone(),
+                    description: definition.description.clone(),
+                    parameters: definition.parameters.clone(),
+                }
             })
             .collect();
         tool_specs.extend(client_specs);

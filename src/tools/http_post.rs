@@ -11,15 +11,13 @@ use futures_util::FutureExt;
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 use serde_json::Value;
 
-use super::{StateUpdate, Tool, ToolContext, ToolError, ToolOutput};
+use super::{StateUpdate, Tool, ToolContext, ToolDefinition, ToolError, ToolOutput};
 
 /// Largest answer read from the service; a tool result is for a model's context window.
 const MAX_ANSWER_BYTES: usize = 1024 * 1024;
 
 pub struct HttpPostTool {
-    name: String,
-    description: String,
-    parameters: Value,
+    definition: ToolDefinition,
     url: reqwest::Url,
     client: reqwest::Client,
     envelope: bool,
@@ -29,7 +27,7 @@ impl std::fmt::Debug for HttpPostTool {
     // Headers may hold secrets: only the tool's identity is printed.
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("HttpPostTool")
-            .field("name", &self.name)
+            .field("name", &self.definition.name)
             .field("url", &self.url.as_str())
             .finish_non_exhaustive()
     }
@@ -69,9 +67,7 @@ impl HttpPostTool {
             .build()
             .map_err(|e| format!("cannot build the HTTP client: {e}"))?;
         Ok(HttpPostTool {
-            name: name.to_owned(),
-            description: description.to_owned(),
-            parameters,
+            definition: ToolDefinition::new(name, description, parameters),
             url,
             client,
             envelope,
@@ -136,16 +132,8 @@ impl HttpPostTool {
 }
 
 impl Tool for HttpPostTool {
-    fn name(&self) -> &str {
-        &self.name
-    }
-
-    fn description(&self) -> &str {
-        &self.description
-    }
-
-    fn parameters(&self) -> &Value {
-        &self.parameters
+    fn definition(&self) -> &ToolDefinition {
+        &self.definition
     }
 
     fn call<'a>(

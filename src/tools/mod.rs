@@ -139,12 +139,29 @@ pub enum ToolError {
     Unknown(String),
 }
 
+/// What the model is told about a tool.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolDefinition {
+    /// 1 to 64 of `[A-Za-z0-9_-]`.
+    pub name: String,
+    pub description: String,
+    /// JSON Schema of the arguments object.
+    pub parameters: Value,
+}
+
+impl ToolDefinition {
+    pub fn new(name: &str, description: &str, parameters: Value) -> Self {
+        ToolDefinition {
+            name: name.to_owned(),
+            description: description.to_owned(),
+            parameters,
+        }
+    }
+}
+
 /// A server-side tool the model can call.
 pub trait Tool: Send + Sync + 'static {
-    fn name(&self) -> &str;
-    fn description(&self) -> &str;
-    /// JSON Schema of the arguments object.
-    fn parameters(&self) -> &Value;
+    fn definition(&self) -> &ToolDefinition;
     /// Runs the tool with arguments that already satisfy [`Tool::parameters`].
     fn call<'a>(
         &'a self,
@@ -163,7 +180,7 @@ pub struct RegisteredTool {
 impl fmt::Debug for RegisteredTool {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("RegisteredTool")
-            .field("name", &self.tool.name())
+            .field("name", &self.tool.definition().name)
             .field("validated", &self.validator.is_some())
             .finish()
     }
@@ -175,30 +192,33 @@ impl RegisteredTool {
     /// # Errors
     /// [`ToolError::InvalidArguments`] naming the first failing paths, for the model to fix.
     pub fn validate(&self, arguments: &Value) -> Result<(), ToolError> {
-        let Some(validator) = &self.validator else {
-            return Ok(());
-        };
-        let problems: Vec<String> = validator
-            .iter_errors(arguments)
-            .take(5)
-            .map(|error| describe_schema_error(&error))
-            .collect();
-        if problems.is_empty() {
-            Ok(())
-        } else {
-            Err(ToolError::InvalidArguments(problems.join("; ")))
+        match self
+            .validator
+            .as_deref()
+            .and_then(|v| schema_violations(v, arguments))
+        {
+            None => Ok(()),
+            Some(problems) => Err(ToolError::InvalidArguments(problems)),
         }
     }
 }
 
-/// One schema violation as `at /path: message` (`at the top level` for the root).
-pub fn describe_schema_error(error: &jsonschema::ValidationError<'_>) -> String {
-    let path = error.instance_path().to_string();
-    if path.is_empty() {
-        format!("at the top level: {error}")
-    } else {
-        format!("at {path}: {error}")
-    }
+/// The first few ways `instance` fails `validator`, each as `at /path: message`, joined by
+/// `; `; `None` when it passes.
+pub fn schema_violations(validator: &jsonschema::Validator, instance: &Value) -> Option<String> {
+    let problems: Vec<String> = validator
+        .iter_errors(instance)
+        .take(5)
+        .map(|error| {
+            let path = error.instance_path().to_string();
+            if path.is_empty() {
+                format!("at the top level: {error}")
+            } else {
+                format!("at {path}: {error}")
+            }
+        })
+        .collect();
+    (!problems.is_empty()).then(|| problems.join("; "))
 }
 
 /// The server-side tools of one agent, by name.
@@ -292,20 +312,21 @@ impl ToolRegistry {
     /// # Errors
     /// The tool's parameters are not a valid JSON Schema.
     pub fn register(&mut self, tool: Arc<dyn Tool>) -> Result<(), ToolSetupError> {
-        let schema = tool.parameters();
+        let definition = tool.definition();
+        let schema = &definition.parameters;
         // An empty schema accepts everything: nothing to compile.
         let validator = if schema.as_object().is_some_and(|o| o.is_empty()) {
             None
         } else {
             let validator =
                 jsonschema::validator_for(schema).map_err(|e| ToolSetupError::InvalidSchema {
-                    tool: tool.name().to_owned(),
+                    tool: definition.name.clone(),
                     message: e.to_string(),
                 })?;
             Some(Arc::new(validator))
         };
-        self.tools
-            .insert(tool.name().to_owned(), RegisteredTool { tool, validator });
+        let name = definition.name.clone();
+        self.tools.insert(name, RegisteredTool { tool, validator });
         Ok(())
     }
 

@@ -5,13 +5,11 @@ use futures_util::future::BoxFuture;
 use futures_util::FutureExt;
 use serde_json::{Map, Value};
 
-use super::{StateUpdate, Tool, ToolContext, ToolError, ToolOutput};
+use super::{StateUpdate, Tool, ToolContext, ToolDefinition, ToolError, ToolOutput};
 
 #[derive(Debug, Clone)]
 pub struct StateWriteTool {
-    name: String,
-    description: String,
-    parameters: Value,
+    definition: ToolDefinition,
     /// The state key written.
     key: String,
     /// The argument written, or `*` for the whole arguments object.
@@ -29,9 +27,7 @@ impl StateWriteTool {
         confirmation: &str,
     ) -> Self {
         StateWriteTool {
-            name: name.to_owned(),
-            description: description.to_owned(),
-            parameters,
+            definition: ToolDefinition::new(name, description, parameters),
             key: key.to_owned(),
             argument: argument.to_owned(),
             confirmation: confirmation.to_owned(),
@@ -49,16 +45,8 @@ pub(crate) fn select_argument(arguments: &Value, argument: &str) -> Option<Value
 }
 
 impl Tool for StateWriteTool {
-    fn name(&self) -> &str {
-        &self.name
-    }
-
-    fn description(&self) -> &str {
-        &self.description
-    }
-
-    fn parameters(&self) -> &Value {
-        &self.parameters
+    fn definition(&self) -> &ToolDefinition {
+        &self.definition
     }
 
     fn call<'a>(

@@ -6,13 +6,11 @@ use futures_util::future::BoxFuture;
 use futures_util::FutureExt;
 use serde_json::Value;
 
-use super::{StateUpdate, Tool, ToolContext, ToolError, ToolOutput};
+use super::{StateUpdate, Tool, ToolContext, ToolDefinition, ToolError, ToolOutput};
 
 #[derive(Debug, Clone)]
 pub struct StaticResultTool {
-    name: String,
-    description: String,
-    parameters: Value,
+    definition: ToolDefinition,
     result: Value,
     state: Option<StateUpdate>,
 }
@@ -26,9 +24,7 @@ impl StaticResultTool {
         state: Option<StateUpdate>,
     ) -> Self {
         StaticResultTool {
-            name: name.to_owned(),
-            description: description.to_owned(),
-            parameters,
+            definition: ToolDefinition::new(name, description, parameters),
             result,
             state,
         }
@@ -36,16 +32,8 @@ impl StaticResultTool {
 }
 
 impl Tool for StaticResultTool {
-    fn name(&self) -> &str {
-        &self.name
-    }
-
-    fn description(&self) -> &str {
-        &self.description
-    }
-
-    fn parameters(&self) -> &Value {
-        &self.parameters
+    fn definition(&self) -> &ToolDefinition {
+        &self.definition
     }
 
     fn call<'a>(

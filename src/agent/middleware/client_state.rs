@@ -19,7 +19,7 @@ use serde_json::Value;
 use crate::agent::{Agent, AgentError, AgentStream, AgentUpdate, RunRequest};
 use crate::protocol::{EventBody, StateSnapshot};
 use crate::settings::StateSettings;
-use crate::tools::describe_schema_error;
+use crate::tools::schema_violations;
 
 pub struct ClientStateInjection {
     inner: Arc<dyn Agent>,
@@ -54,24 +54,16 @@ impl ClientStateInjection {
     }
 
     fn check_schema(&self, state: &Value) -> Result<(), AgentError> {
-        let Some(validator) = &self.validator else {
-            return Ok(());
-        };
-        let problems: Vec<String> = validator
-            .iter_errors(state)
-            .take(5)
-            .map(|error| describe_schema_error(&error))
-            .collect();
-        if problems.is_empty() {
-            Ok(())
-        } else {
-            Err(AgentError::InvalidInput {
+        match self
+            .validator
+            .as_ref()
+            .and_then(|v| schema_violations(v, state))
+        {
+            None => Ok(()),
+            Some(problems) => Err(AgentError::InvalidInput {
                 code: "invalid_state",
-                message: format!(
-                    "the state does not match the agent's schema: {}",
-                    problems.join("; ")
-                ),
-            })
+                message: format!("the state does not match the agent's schema: {problems}"),
+            }),
         }
     }
 

@@ -27,6 +27,8 @@ pub struct Settings {
     pub server: ServerSettings,
     pub llm: LlmSettings,
     pub telemetry: TelemetrySettings,
+    #[serde(default)]
+    pub security: SecuritySettings,
     /// Name of the agent served on `POST /`.
     pub default_agent: String,
     /// The configured agents by name; each is also served on `POST /<name>`.
@@ -131,6 +133,41 @@ impl LlmSettings {
     }
 }
 
+/// Whether the service runs as a development instance or in production.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RunMode {
+    #[default]
+    Development,
+    Production,
+}
+
+#[derive(Clone, Default, Deserialize)]
+#[serde(default)]
+pub struct SecuritySettings {
+    /// `production` refuses to start without the secrets an agent needs (e.g. `approval_key`).
+    pub mode: RunMode,
+    /// Secret that signs approval interrupts, so a resume is verified with no stored state,
+    /// across restarts and replicas. Empty: a random key per process (development only).
+    pub approval_key: String,
+}
+
+impl fmt::Debug for SecuritySettings {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SecuritySettings")
+            .field("mode", &self.mode)
+            .field(
+                "approval_key",
+                &if self.approval_key.is_empty() {
+                    ""
+                } else {
+                    "[redacted]"
+                },
+            )
+            .finish()
+    }
+}
+
 #[derive(Debug, Clone, Deserialize)]
 pub struct TelemetrySettings {
     /// `tracing_subscriber::EnvFilter` directives; `RUST_LOG` wins when set.
@@ -166,6 +203,64 @@ pub struct AgentSettings {
     /// Status updates published into the shared state while a run works.
     #[serde(default)]
     pub status: StatusSettings,
+    /// How approvals reach clients and what the model is told about them.
+    #[serde(default)]
+    pub approval: ApprovalSettings,
+}
+
+/// Approval transport and messages of one agent.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default)]
+pub struct ApprovalSettings {
+    /// For clients without interrupts (no `protocolVersion: "1.0"`), ask through a client tool
+    /// call named `client_tool_name`, answered by a tool message `{approved: bool}` (or
+    /// CopilotKit's `{accepted: bool}`). Off: such clients get the interrupt outcome too.
+    pub client_tool: bool,
+    pub client_tool_name: String,
+    /// Seconds an approval request stays answerable (0: no limit).
+    pub ttl_secs: u64,
+    /// The tool result the model sees when the user declines.
+    pub rejected_message: String,
+    /// Assistant text shown to the user when an approval is accepted (empty: none).
+    pub accepted_message: String,
+    /// Assistant text shown when predicted state is confirmed / rejected (empty: none).
+    pub state_confirmed_message: String,
+    pub state_rejected_message: String,
+}
+
+impl Default for ApprovalSettings {
+    fn default() -> Self {
+        ApprovalSettings {
+            client_tool: true,
+            client_tool_name: "request_approval".to_owned(),
+            ttl_secs: 24 * 60 * 60,
+            rejected_message: "The user declined this action, so it was not performed.".to_owned(),
+            accepted_message: String::new(),
+            state_confirmed_message: String::new(),
+            state_rejected_message: String::new(),
+        }
+    }
+}
+
+/// When a server tool waits for a person before it runs.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(untagged)]
+pub enum ApprovalPolicySetting {
+    /// `"never"` (the default) or `"always"`.
+    Fixed(FixedApproval),
+    /// `{ when = <JSON Schema> }`: approval is needed when the arguments match the schema
+    /// (e.g. an amount above a threshold).
+    When { when: Value },
+    #[serde(skip)]
+    #[default]
+    Unset,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FixedApproval {
+    Never,
+    Always,
 }
 
 /// How an agent treats the shared state (`RunAgentInput.state`).
@@ -283,6 +378,15 @@ pub struct ToolSettings {
     /// JSON Schema of the arguments; absent means an object with any members.
     #[serde(default)]
     pub parameters: Option<Value>,
+    /// Whether the tool waits for a person's approval before it runs.
+    #[serde(default)]
+    pub approval: ApprovalPolicySetting,
+    /// Whether the person approving may edit the arguments (`editedArgs`).
+    #[serde(default)]
+    pub allow_edit: bool,
+    /// The question shown to the person; `{arguments}` is replaced by the arguments as JSON.
+    #[serde(default)]
+    pub approval_message: Option<String>,
     #[serde(flatten)]
     pub kind: ToolKindSettings,
 }
@@ -433,6 +537,25 @@ impl Settings {
                     )));
                 }
             }
+        }
+        let needs_approval_key = self.agents.values().any(|agent| {
+            agent.tools.iter().any(|tool| {
+                !matches!(
+                    tool.approval,
+                    ApprovalPolicySetting::Unset
+                        | ApprovalPolicySetting::Fixed(FixedApproval::Never)
+                )
+            })
+        });
+        if needs_approval_key
+            && self.security.mode == RunMode::Production
+            && self.security.approval_key.len() < 32
+        {
+            return Err(SettingsError::Invalid(
+                "an agent has tools that need approval: in production, security.approval_key \
+                 (APP_SECURITY__APPROVAL_KEY) must be a secret of at least 32 characters"
+                    .into(),
+            ));
         }
         if self.llm.effective_provider() == LlmProvider::Azure
             && (self.llm.base_url.is_empty() || self.llm.azure_deployment.is_empty())

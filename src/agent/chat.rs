@@ -23,9 +23,13 @@ use futures_util::stream::{self, BoxStream, FuturesOrdered};
 use futures_util::{FutureExt, StreamExt};
 use serde_json::Value;
 
+use super::approval::ApprovalPolicies;
 use super::history::to_chat_messages;
 use super::state_view::apply_update;
-use super::{new_id, Agent, AgentError, AgentStream, AgentUpdate, RunRequest};
+use super::{
+    new_id, Agent, AgentError, AgentStream, AgentUpdate, ApprovalRequest, DecisionOutcome,
+    RunRequest, ToolDecision,
+};
 use crate::llm::{ChatMessage, ChatRequest, ChatToolCall, LlmClient, LlmError, LlmEvent, ToolSpec};
 use crate::protocol::{
     Context, EventBody, MessageRef, ReasoningMessageStart, ReasoningRole, TextMessageContent,
@@ -47,6 +51,10 @@ pub struct ChatAgentConfig {
     pub tool_name_clash: ToolNameClash,
     /// Tools whose arguments or results update the shared state.
     pub state_rules: Vec<ToolStateRule>,
+    /// Which server tool calls wait for a person.
+    pub approvals: ApprovalPolicies,
+    /// The tool result the model sees for a declined call.
+    pub rejected_message: String,
 }
 
 /// The base agent. Cheap to share: everything is behind `Arc` or `Clone`.
@@ -156,9 +164,16 @@ impl Agent for ChatAgent {
             .collect();
         tool_specs.extend(client_specs);
 
+        // Calls a person decided on are answered below, not by the history repair.
+        let decided: HashSet<String> = request
+            .decisions
+            .iter()
+            .map(|d| d.tool_call_id.clone())
+            .collect();
         let history = to_chat_messages(
             Some(self.system_prompt(&request.prompt_sections, &request.context)),
             &request.messages,
+            &decided,
         );
         if !history
             .iter()
@@ -169,7 +184,7 @@ impl Agent for ChatAgent {
             return Ok(stream::empty().boxed());
         }
 
-        let state = RunState {
+        let mut state = RunState {
             llm: self.llm.clone(),
             config: self.config.clone(),
             model: self
@@ -190,6 +205,7 @@ impl Agent for ChatAgent {
             queue: VecDeque::new(),
             phase: Phase::CallModel,
         };
+        state.start_with_decisions(request.decisions);
         Ok(stream::unfold(state, RunState::next).boxed())
     }
 }
@@ -296,8 +312,37 @@ impl RunState {
         }
     }
 
+    /// Carries out what a person decided on calls of an earlier run: an approved call runs (its
+    /// result answers the original call id; no new `TOOL_CALL_START`), a declined one never runs
+    /// and the model is told so. Then the model continues.
+    fn start_with_decisions(&mut self, decisions: Vec<ToolDecision>) {
+        let mut running = FuturesOrdered::new();
+        for decision in decisions {
+            match decision.outcome {
+                DecisionOutcome::Approved { arguments } => {
+                    running.push_back(self.run_server_tool(ChatToolCall {
+                        id: decision.tool_call_id,
+                        name: decision.tool_name,
+                        arguments: arguments.to_string(),
+                    }))
+                }
+                DecisionOutcome::Declined => {
+                    let content = self.config.rejected_message.clone();
+                    self.emit_tool_result(decision.tool_call_id, content, Vec::new());
+                }
+            }
+        }
+        if !running.is_empty() {
+            self.phase = Phase::RunningTools {
+                running,
+                then_stop: false,
+            };
+        }
+    }
+
     /// Closes the turn, records it in the history, and starts its server tools.
     fn end_turn(&mut self, turn: Turn) -> Result<(), AgentError> {
+        let parent_message_id = turn.message_id.clone();
         let (content, calls) = turn.finish(&mut self.queue)?;
         if content.is_none() && calls.is_empty() {
             return Ok(()); // phase stays Done: the model said all it had to say
@@ -313,20 +358,39 @@ impl RunState {
             self.apply_argument_rules(call);
         }
         let mut running = FuturesOrdered::new();
-        let mut client_call_pending = false;
+        // A client call or an approval leaves something for the client: the run ends after
+        // the server tools of this turn.
+        let mut waits_for_client = false;
         for call in calls {
             if self.client_tools.contains(&call.name) {
-                client_call_pending = true;
+                waits_for_client = true;
                 continue;
+            }
+            if let Ok(arguments) = parse_arguments(&call.arguments) {
+                if self
+                    .config
+                    .approvals
+                    .requires_approval(&call.name, &arguments)
+                {
+                    waits_for_client = true;
+                    self.queue
+                        .push_back(AgentUpdate::ApprovalRequest(ApprovalRequest {
+                            tool_call_id: call.id,
+                            tool_name: call.name,
+                            arguments,
+                            parent_message_id: parent_message_id.clone(),
+                        }));
+                    continue;
+                }
             }
             running.push_back(self.run_server_tool(call));
         }
         if running.is_empty() {
-            return Ok(()); // only client calls: the run ends with them pending
+            return Ok(()); // the run ends with client calls or approvals pending
         }
         self.phase = Phase::RunningTools {
             running,
-            then_stop: client_call_pending,
+            then_stop: waits_for_client,
         };
         Ok(())
     }
@@ -387,11 +451,22 @@ impl RunState {
             tracing::warn!(tool = %call.name, tool_call_id = %call.id, %error, "tool call failed");
             serde_json::json!({"error": error.to_string()}).to_string()
         });
+        self.emit_tool_result(call.id, content, state_events);
+    }
+
+    /// Sends a tool result (and the state events it caused) and records it in the history,
+    /// right after the assistant turn that made the call.
+    fn emit_tool_result(
+        &mut self,
+        tool_call_id: String,
+        content: String,
+        state_events: Vec<EventBody>,
+    ) {
         self.queue
             .push_back(AgentUpdate::Event(EventBody::ToolCallResult(
                 ToolCallResult {
                     message_id: new_id("msg"),
-                    tool_call_id: call.id.clone(),
+                    tool_call_id: tool_call_id.clone(),
                     content: ToolResultContent::Text(content.clone()),
                     role: Some(ToolRole::Tool),
                     subagent_run_id: None,
@@ -399,10 +474,7 @@ impl RunState {
             )));
         self.queue
             .extend(state_events.into_iter().map(AgentUpdate::Event));
-        self.history.push(ChatMessage::Tool {
-            tool_call_id: call.id,
-            content,
-        });
+        insert_tool_result(&mut self.history, tool_call_id, content);
     }
 
     /// Applies the agent's `from = "result"` rules: the tool's content becomes the new state or
@@ -472,6 +544,32 @@ impl RunState {
             }
         }
     }
+}
+
+/// Places a tool result after the assistant turn holding the call and any results already
+/// there, so a result for a call of an earlier run lands where the provider expects it.
+fn insert_tool_result(history: &mut Vec<ChatMessage>, tool_call_id: String, content: String) {
+    let owner = history.iter().rposition(|message| {
+        matches!(message, ChatMessage::Assistant { tool_calls, .. }
+            if tool_calls.iter().any(|call| call.id == tool_call_id))
+    });
+    let position = match owner {
+        Some(owner) => {
+            let mut position = owner + 1;
+            while matches!(history.get(position), Some(ChatMessage::Tool { .. })) {
+                position += 1;
+            }
+            position
+        }
+        None => history.len(),
+    };
+    history.insert(
+        position,
+        ChatMessage::Tool {
+            tool_call_id,
+            content,
+        },
+    );
 }
 
 /// A server tool call and what it produced.

@@ -6,12 +6,15 @@
 //!    costs nothing), and its defaults snapshot must be the first state event of the stream so
 //!    every later delta applies on top of it;
 //! 2. `StatusSnapshots` wraps everything below so its status patches bracket the whole run;
-//! 3. `ChatAgent`, the base: model, tools, and state updates from tools.
+//! 3. `ApprovalGate` verifies decisions before the base agent acts on them, and turns the base
+//!    agent's approval requests into interrupts or approval tool calls;
+//! 4. `ChatAgent`, the base: model, tools, and state updates from tools.
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::middleware::{ClientStateInjection, StatusSnapshots};
+use super::approval::{ApprovalPolicies, ApprovalSigner};
+use super::middleware::{ApprovalGate, ClientStateInjection, StatusSnapshots};
 use super::{Agent, ChatAgent, ChatAgentConfig};
 use crate::llm::LlmClient;
 use crate::settings::AgentSettings;
@@ -27,11 +30,13 @@ pub fn build(
     settings: &AgentSettings,
     llm: LlmClient,
     extra_tools: &[Arc<dyn Tool>],
+    approval_key: &str,
 ) -> Result<Arc<dyn Agent>, String> {
     let mut tools = ToolRegistry::from_settings(&settings.tools).map_err(|e| e.to_string())?;
     for tool in extra_tools {
         tools.register(tool.clone()).map_err(|e| e.to_string())?;
     }
+    let approvals = ApprovalPolicies::from_settings(&settings.tools)?;
     let config = ChatAgentConfig {
         name: name.to_owned(),
         instructions: settings.instructions.clone(),
@@ -40,8 +45,18 @@ pub fn build(
         tool_timeout: Duration::from_secs(settings.tool_timeout_secs),
         tool_name_clash: settings.tool_name_clash,
         state_rules: settings.state.from_tools.clone(),
+        approvals: approvals.clone(),
+        rejected_message: settings.approval.rejected_message.clone(),
     };
     let mut agent: Arc<dyn Agent> = Arc::new(ChatAgent::new(llm, config, tools));
+    // Always present: it also refuses a `resume` sent to an agent that asked nothing.
+    let signer = ApprovalSigner::new(approval_key, settings.approval.ttl_secs);
+    agent = Arc::new(ApprovalGate::new(
+        agent,
+        approvals,
+        signer,
+        settings.approval.clone(),
+    ));
     if settings.status.enabled {
         agent = Arc::new(StatusSnapshots::new(agent, settings.status.key.clone()));
     }

@@ -48,6 +48,9 @@ pub(crate) fn static_tool(name: &str, result: Value) -> ToolSettings {
         name: name.into(),
         description: format!("The {name} server tool."),
         parameters: Some(json!({"type": "object", "properties": {}})),
+        approval: Default::default(),
+        allow_edit: false,
+        approval_message: None,
         kind: ToolKindSettings::Static {
             result,
             state: None,

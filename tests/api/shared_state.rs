@@ -39,6 +39,9 @@ fn tool(name: &str, parameters: Value, kind: ToolKindSettings) -> ToolSettings {
         name: name.into(),
         description: format!("The {name} server tool."),
         parameters: Some(parameters),
+        approval: Default::default(),
+        allow_edit: false,
+        approval_message: None,
         kind,
     }
 }

@@ -1,0 +1,214 @@
+//! `UpdateMapper`: the per-run, synchronous state machine a middleware uses to rewrite an update
+//! stream, and [`map_updates`], the one place that lifts such a mapper onto a stream.
+//!
+//! Keeping the logic synchronous means a middleware is unit-tested with plain vectors, and the
+//! stream plumbing (ordering, errors, end of stream) exists exactly once.
+
+use std::collections::VecDeque;
+
+use futures_util::stream::{self, StreamExt};
+
+use super::{AgentError, AgentStream, AgentUpdate};
+
+/// Rewrites the updates of one run.
+pub trait UpdateMapper: Send + 'static {
+    /// Called for each update of the inner agent, in order; pushes zero or more updates to `out`.
+    ///
+    /// # Errors
+    /// An error ends the run with `RUN_ERROR` after the updates already pushed.
+    fn on_update(
+        &mut self,
+        update: AgentUpdate,
+        out: &mut Vec<AgentUpdate>,
+    ) -> Result<(), AgentError>;
+
+    /// Called once when the inner stream ends normally (not after an inner error); may push
+    /// trailing updates.
+    ///
+    /// # Errors
+    /// An error ends the run with `RUN_ERROR` after the updates already pushed.
+    fn on_end(&mut self, _out: &mut Vec<AgentUpdate>) -> Result<(), AgentError> {
+        Ok(())
+    }
+}
+
+struct Mapping<M> {
+    inner: Option<AgentStream>,
+    mapper: M,
+    ready: VecDeque<Result<AgentUpdate, AgentError>>,
+    scratch: Vec<AgentUpdate>,
+}
+
+/// Drives `mapper` over `inner`. An inner error passes through and ends the stream; dropping
+/// the returned stream drops `inner`.
+pub fn map_updates<M: UpdateMapper>(inner: AgentStream, mapper: M) -> AgentStream {
+    let mapping = Mapping {
+        inner: Some(inner),
+        mapper,
+        ready: VecDeque::new(),
+        scratch: Vec::new(),
+    };
+    stream::unfold(mapping, |mut m| async move {
+        loop {
+            if let Some(item) = m.ready.pop_front() {
+                return Some((item, m));
+            }
+            let inner = m.inner.as_mut()?;
+            let result = match inner.next().await {
+                Some(Ok(update)) => m.mapper.on_update(update, &mut m.scratch),
+                Some(Err(error)) => {
+                    m.inner = None;
+                    return Some((Err(error), m));
+                }
+                None => {
+                    m.inner = None;
+                    m.mapper.on_end(&mut m.scratch)
+                }
+            };
+            m.ready.extend(m.scratch.drain(..).map(Ok));
+            if let Err(error) = result {
+                m.inner = None;
+                m.ready.push_back(Err(error));
+            }
+        }
+    })
+    .boxed()
+}
+
+#[cfg(test)]
+pub(crate) mod testing {
+    //! A scripted inner agent for middleware tests: it records the request it was given and
+    //! replays a fixed list of updates.
+
+    use std::sync::{Arc, Mutex};
+
+    use futures_util::stream::{self, StreamExt};
+
+    use crate::agent::{Agent, AgentError, AgentStream, AgentUpdate, RunRequest};
+
+    #[derive(Clone, Default)]
+    pub(crate) struct ScriptedAgent {
+        pub(crate) script: Vec<AgentUpdate>,
+        pub(crate) received: Arc<Mutex<Vec<RunRequest>>>,
+    }
+
+    impl ScriptedAgent {
+        pub(crate) fn new(script: Vec<AgentUpdate>) -> Self {
+            ScriptedAgent {
+                script,
+                received: Arc::default(),
+            }
+        }
+
+        pub(crate) fn last_request(&self) -> RunRequest {
+            self.received
+                .lock()
+                .unwrap()
+                .last()
+                .cloned()
+                .expect("the agent was run")
+        }
+    }
+
+    impl Agent for ScriptedAgent {
+        fn run(&self, request: RunRequest) -> Result<AgentStream, AgentError> {
+            self.received.lock().unwrap().push(request);
+            Ok(stream::iter(self.script.clone().into_iter().map(Ok)).boxed())
+        }
+    }
+
+    /// A minimal 1.0 request with one user message and the given state.
+    pub(crate) fn request(state: Option<serde_json::Value>) -> RunRequest {
+        let input: crate::protocol::RunAgentInput = serde_json::from_value(serde_json::json!({
+            "threadId": "t", "runId": "r", "protocolVersion": "1.0",
+            "messages": [{"id": "u", "role": "user", "content": "hi"}],
+        }))
+        .unwrap();
+        let mut request = RunRequest::from(input);
+        request.state = state;
+        request
+    }
+
+    /// Collects a stream into its items (errors as `Err` strings with the code).
+    pub(crate) async fn collect(stream: AgentStream) -> Vec<Result<AgentUpdate, &'static str>> {
+        stream
+            .map(|item| item.map_err(|e| e.code()))
+            .collect()
+            .await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::testing::*;
+    use super::*;
+    use crate::agent::Agent;
+    use crate::protocol::{Custom, EventBody};
+
+    fn custom(name: &str) -> AgentUpdate {
+        AgentUpdate::Event(EventBody::Custom(Custom {
+            name: name.into(),
+            value: serde_json::Value::Null,
+            subagent_run_id: None,
+        }))
+    }
+
+    /// Doubles every update and appends one at the end.
+    struct Doubler;
+    impl UpdateMapper for Doubler {
+        fn on_update(
+            &mut self,
+            u: AgentUpdate,
+            out: &mut Vec<AgentUpdate>,
+        ) -> Result<(), AgentError> {
+            out.push(u.clone());
+            out.push(u);
+            Ok(())
+        }
+        fn on_end(&mut self, out: &mut Vec<AgentUpdate>) -> Result<(), AgentError> {
+            out.push(custom("end"));
+            Ok(())
+        }
+    }
+
+    #[tokio::test]
+    async fn a_mapper_sees_every_update_in_order_and_may_add_at_the_end() {
+        let inner = ScriptedAgent::new(vec![custom("a"), custom("b")]);
+        let items = collect(map_updates(inner.run(request(None)).unwrap(), Doubler)).await;
+        let expected: Vec<Result<AgentUpdate, &str>> = ["a", "a", "b", "b", "end"]
+            .iter()
+            .map(|n| Ok(custom(n)))
+            .collect();
+        assert_eq!(items, expected);
+    }
+
+    struct FailsOnSecond(u32);
+    impl UpdateMapper for FailsOnSecond {
+        fn on_update(
+            &mut self,
+            u: AgentUpdate,
+            out: &mut Vec<AgentUpdate>,
+        ) -> Result<(), AgentError> {
+            self.0 += 1;
+            out.push(u);
+            if self.0 == 2 {
+                return Err(AgentError::Internal("boom".into()));
+            }
+            Ok(())
+        }
+    }
+
+    #[tokio::test]
+    async fn a_mapper_error_ends_the_stream_after_what_it_pushed() {
+        let inner = ScriptedAgent::new(vec![custom("a"), custom("b"), custom("c")]);
+        let items = collect(map_updates(
+            inner.run(request(None)).unwrap(),
+            FailsOnSecond(0),
+        ))
+        .await;
+        assert_eq!(
+            items,
+            vec![Ok(custom("a")), Ok(custom("b")), Err("internal_error")]
+        );
+    }
+}

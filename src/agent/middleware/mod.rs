@@ -1,0 +1,11 @@
+//! Agent middlewares: decorators over [`Agent`](super::Agent), each holding `inner`, named for
+//! what it does. Per-run logic lives in an [`UpdateMapper`](super::UpdateMapper) so it is tested
+//! with vectors; [`pipeline`](super::pipeline) is the one place that orders them.
+
+mod approval_gate;
+mod client_state;
+mod status;
+
+pub use approval_gate::ApprovalGate;
+pub use client_state::ClientStateInjection;
+pub use status::StatusSnapshots;

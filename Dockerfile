@@ -12,6 +12,14 @@ ARG RUNTIME_IMAGE=debian:bookworm-slim
 
 # ---- build -------------------------------------------------------------------------------------
 FROM ${RUST_IMAGE} AS builder
+# The CA bundle for the runtime image: Debian's Mozilla set, without any certificate this build
+# machine added locally (a site's own CA must not end up in a published image).
+RUN mkdir -p /out \
+ && if ls /usr/share/ca-certificates/mozilla/*.crt >/dev/null 2>&1; then \
+      cat /usr/share/ca-certificates/mozilla/*.crt > /out/ca-certificates.crt; \
+    else \
+      cp /etc/ssl/certs/ca-certificates.crt /out/ca-certificates.crt; \
+    fi
 WORKDIR /src
 COPY Cargo.toml Cargo.lock ./
 COPY src ./src
@@ -31,12 +39,12 @@ RUN --mount=type=cache,id=agui-host-cargo-registry,target=/usr/local/cargo/regis
 
 # ---- runtime -----------------------------------------------------------------------------------
 FROM ${RUNTIME_IMAGE}
-# CA certificates for TLS to the model server; nothing else (the health check is the binary).
-RUN apt-get update \
- && apt-get install -y --no-install-recommends ca-certificates \
- && rm -rf /var/lib/apt/lists/* /var/cache/apt/*.bin /var/log/apt /var/log/dpkg.log \
- && useradd --system --user-group --uid 10001 --no-create-home --home-dir /nonexistent \
+RUN useradd --system --user-group --uid 10001 --no-create-home --home-dir /nonexistent \
       --shell /usr/sbin/nologin agui
+# CA certificates for TLS to the model server, as the bundle file alone: TLS is rustls, so the
+# ca-certificates package would only add OpenSSL (9 MB) for its maintainer scripts. To trust
+# another CA, mount a bundle over this file or point SSL_CERT_FILE at one.
+COPY --from=builder /out/ca-certificates.crt /etc/ssl/certs/ca-certificates.crt
 WORKDIR /app
 COPY config ./config
 COPY --from=builder /usr/local/bin/agui-host /usr/local/bin/agui-host
@@ -44,7 +52,8 @@ COPY --from=builder /usr/local/bin/agui-host /usr/local/bin/agui-host
 # Listen on every interface of the container; JSON log lines for the log collector.
 ENV HOST=0.0.0.0 \
     PORT=8080 \
-    APP_TELEMETRY__JSON=true
+    APP_TELEMETRY__JSON=true \
+    SSL_CERT_FILE=/etc/ssl/certs/ca-certificates.crt
 USER agui:agui
 EXPOSE 8080
 # `agui-host healthcheck` GETs /health on $PORT: no curl needed in the image.

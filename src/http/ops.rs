@@ -82,8 +82,20 @@ impl UpstreamProbe {
         let reachable = match self.client.get(&self.url).send().await {
             Ok(_) => true,
             Err(error) => {
-                // reqwest errors name the URL without its user info, never a key.
-                tracing::warn!(error = %error.without_url(), "readiness: the model server is unreachable");
+                // Without the URL (it may carry user info); with the causes, since reqwest's own
+                // message ("error sending request") does not say whether DNS, TCP or TLS failed.
+                let error = error.without_url();
+                let mut causes = Vec::new();
+                let mut source = std::error::Error::source(&error);
+                while let Some(cause) = source {
+                    causes.push(cause.to_string());
+                    source = cause.source();
+                }
+                tracing::warn!(
+                    %error,
+                    causes = causes.join(": "),
+                    "readiness: the model server is unreachable"
+                );
                 false
             }
         };

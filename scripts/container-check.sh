@@ -92,6 +92,10 @@ health=$(curl -fsS "$base/health") && grep -q '"ok"' <<<"$health" || fail "/heal
 ready=$(curl -fsS "$base/ready") && grep -q '"ready"' <<<"$ready" || fail "/ready: $ready"
 podman healthcheck run "$cid" 2>/dev/null || fail "podman healthcheck run"
 echo "health, ready, HEALTHCHECK: ok"
+uid=$(podman exec "$cid" id -u)
+[ "$uid" != 0 ] || fail "the service runs as root"
+podman exec "$cid" test -s /etc/ssl/certs/ca-certificates.crt || fail "no CA bundle in the image"
+echo "runs as uid $uid; CA bundle present"
 
 step "one run through the container's port"
 status=$(curl -sS -o /dev/null -w '%{http_code}' -X POST "$base/" -d '{"messages":[]}')

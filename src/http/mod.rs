@@ -79,7 +79,8 @@ pub fn router(state: AppState, settings: &Settings) -> Result<Router, SettingsEr
         routes = routes.route("/metrics", get(metrics::metrics));
     }
     let auth = auth::Auth::new(&settings.server.auth.tokens, settings.metrics.require_auth);
-    // Layers run outermost last: request id, tracing, CORS (answers preflights, and decorates
+    // Each `.layer` wraps everything added before it, so a request meets them bottom-up:
+    // request id, tracing, CORS (answers preflights before authentication, and decorates
     // refusals so a browser can read them), rejection counting, authentication, panics, body
     // limit, then the handler.
     let mut router = routes

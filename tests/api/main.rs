@@ -8,6 +8,7 @@ mod fake_llm;
 mod helpers;
 mod verify;
 
+mod approvals;
 mod bad_input;
 mod cancellation;
 mod chat;

@@ -12,6 +12,7 @@ mod approvals;
 mod bad_input;
 mod cancellation;
 mod chat;
+mod chat_client;
 mod client_tools;
 mod examples;
 mod health;

@@ -17,6 +17,7 @@
 //! llm          the OpenAI-compatible client and the offline model (the only module that
 //!              names async-openai types)
 //! tools        Tool trait, per-agent registry, declarative tool kinds
+//! chat_client  the terminal AG-UI client (`agui-host chat`): a consumer of `protocol` only
 //! ```
 //!
 //! # Dependency rule
@@ -37,6 +38,7 @@
 
 pub mod agent;
 pub mod app;
+pub mod chat_client;
 pub mod http;
 pub mod llm;
 pub mod protocol;

@@ -12,9 +12,11 @@
 //! itself is the client's, so a client could invent an assistant tool call in it; the MAC stops
 //! that too, because only the server can mint an id for it.
 //!
-//! What this does not give: exactly-once execution across a lost response. If a resumed run's
-//! response is lost and the client resumes again, the call is still pending in its history and
-//! runs again; tools with side effects should be idempotent by tool call id.
+//! Resume is idempotent as far as the client's history can tell: a resume whose call already
+//! has its result in the history (the client received it) is a replay and changes nothing.
+//! What statelessness cannot give is exactly-once execution across a *lost* response: if the
+//! client never received the result and resumes again, the call is still pending in its
+//! history and runs again, so tools with side effects should be idempotent by tool call id.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;

@@ -8,10 +8,12 @@ mod fake_llm;
 mod helpers;
 mod verify;
 
+mod approvals;
 mod auth;
 mod bad_input;
 mod cancellation;
 mod chat;
+mod chat_client;
 mod client_tools;
 mod cors;
 mod examples;

@@ -149,6 +149,12 @@ impl ApprovalGate {
             if !decided.insert(call.id.clone()) {
                 return Err(answered_twice(&entry.interrupt_id));
             }
+            let answer = answers.iter().find(|(id, _)| *id == call.id);
+            if answer.is_some_and(|(_, text)| !is_decision_echo(text)) {
+                // The call already has its real result (this resume was carried out before and
+                // the client kept the result): replaying it changes nothing.
+                continue;
+            }
             // CopilotKit also appends the answer as a tool message for the call: an echo of
             // the decision, not a tool result.
             protocol_answers.insert(call.id.clone());
@@ -396,6 +402,16 @@ fn tool_answers(messages: &[Message]) -> Vec<(String, String)> {
 
 fn content_text(content: &Content) -> String {
     content.text()
+}
+
+/// Whether a tool message is a client's echo of an approval answer (`{"approved": bool, ...}`
+/// or `{"accepted": bool, ...}`) rather than a tool's result.
+fn is_decision_echo(text: &str) -> bool {
+    serde_json::from_str::<Value>(text).is_ok_and(|value| {
+        ["approved", "accepted"]
+            .iter()
+            .any(|key| value.get(key).is_some_and(Value::is_boolean))
+    })
 }
 
 /// Removes approval calls from assistant messages (and messages left empty), and the tool

@@ -17,11 +17,14 @@
 //! llm          the OpenAI-compatible client and the offline model (the only module that
 //!              names async-openai types)
 //! tools        Tool trait, per-agent registry, declarative tool kinds
+//! state        predictive state, pure: incremental partial JSON, arguments projected onto
+//!              state keys as minimal JSON Patch operations (a leaf)
 //! ```
 //!
 //! # Dependency rule
-//! `protocol` is a leaf; `llm` uses only `settings`; `tools` uses `settings`; `agent` uses
-//! `protocol`, `llm` and `tools`; `http` uses `agent` and `protocol`; `app` wires everything.
+//! `protocol` and `state` are leaves (`state`: no tokio, no agent or protocol types); `llm` uses
+//! only `settings`; `tools` uses `settings`; `agent` uses `protocol`, `llm`, `state` and `tools`;
+//! `http` uses `agent` and `protocol`; `app` wires everything.
 //!
 //! # How a run flows
 //! ```text
@@ -41,6 +44,7 @@ pub mod http;
 pub mod llm;
 pub mod protocol;
 pub mod settings;
+pub mod state;
 pub mod telemetry;
 pub mod tools;
 

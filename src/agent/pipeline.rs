@@ -8,6 +8,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use super::middleware::{PredictiveStateDeltas, PredictiveStateRules};
 use super::{Agent, ChatAgent, ChatAgentConfig};
 use crate::llm::LlmClient;
 use crate::settings::AgentSettings;
@@ -33,5 +34,13 @@ pub fn build(
         tool_timeout: Duration::from_secs(settings.tool_timeout_secs),
         tool_name_clash: settings.tool_name_clash,
     };
-    Arc::new(ChatAgent::new(llm, config, tools))
+    let mut agent: Arc<dyn Agent> = Arc::new(ChatAgent::new(llm, config, tools));
+    // Right above the chat agent: it needs the raw tool-call events (arguments as they stream,
+    // each call's end and result) and sees the state events of every layer below it, while
+    // layers above see its deltas and snapshots as any other state events.
+    let predictive = PredictiveStateRules::from_settings(settings);
+    if !predictive.is_empty() {
+        agent = Arc::new(PredictiveStateDeltas::new(agent, predictive));
+    }
+    agent
 }

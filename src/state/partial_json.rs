@@ -503,9 +503,8 @@ impl PartialJson {
             return Ok(());
         };
         // serde_json converts the digits, so the value is exactly the one it would produce.
-        let value = match serde_json::from_str::<Value>(&text) {
-            Ok(value @ Value::Number(_)) => value,
-            _ => return Err("invalid number"),
+        let Ok(value @ Value::Number(_)) = serde_json::from_str::<Value>(&text) else {
+            return Err("invalid number");
         };
         sink.event(&self.path, Event::Value(&value));
         self.insert(value);

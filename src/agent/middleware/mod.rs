@@ -1,3 +1,7 @@
 //! Agent middlewares: decorators over [`Agent`](super::Agent), each holding `inner`, named for
 //! what it does. Per-run logic lives in an [`UpdateMapper`](super::UpdateMapper) so it is tested
 //! with vectors; [`pipeline`](super::pipeline) is the one place that orders them.
+
+mod predictive_state;
+
+pub use predictive_state::{PredictStateRule, PredictiveStateDeltas, PredictiveStateRules};

@@ -14,6 +14,7 @@ mod chat;
 mod client_tools;
 mod health;
 mod history;
+mod predictive_state;
 mod protocol_versions;
 mod server_tools;
 mod upstream_errors;

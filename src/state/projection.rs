@@ -233,12 +233,8 @@ impl Sink for Emitter {
             let Some(relative) = target.argument.relative(path) else {
                 continue;
             };
-            let mut pointer = target.base.clone();
             let op = match event {
-                Event::Value(value) => {
-                    extend(&mut pointer, relative);
-                    add(pointer, value.clone())
-                }
+                Event::Value(value) => add(pointer(&target.base, relative), value.clone()),
                 Event::String { content, closed } => {
                     let sent = target.open.flatten();
                     let send = if closed {
@@ -261,15 +257,12 @@ impl Sink for Emitter {
                         self.resent_bytes += content.len() as u64;
                         self.last_resend = self.now;
                     }
-                    extend(&mut pointer, relative);
+                    let path = pointer(&self.targets[index].base, relative);
                     let value = Value::String(content.to_owned());
                     if sent.is_some() {
-                        PatchOperation::Replace(ReplaceOperation {
-                            path: pointer,
-                            value,
-                        })
+                        PatchOperation::Replace(ReplaceOperation { path, value })
                     } else {
-                        add(pointer, value)
+                        add(path, value)
                     }
                 }
             };
@@ -278,13 +271,16 @@ impl Sink for Emitter {
     }
 }
 
-fn extend(pointer: &mut PointerBuf, path: &[Segment]) {
+/// `base` followed by `path`, each token escaped.
+fn pointer(base: &PointerBuf, path: &[Segment]) -> PointerBuf {
+    let mut pointer = base.clone();
     for segment in path {
         match segment {
             Segment::Key(key) => pointer.push_back(key.as_str()),
             Segment::Index(index) => pointer.push_back(*index),
         }
     }
+    pointer
 }
 
 fn add(path: PointerBuf, value: Value) -> PatchOperation {

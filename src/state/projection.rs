@@ -212,7 +212,7 @@ impl Projection {
 impl Emitter {
     /// Whether an open string of `len` bytes, last sent at `sent`, goes out now.
     fn resend_now(&self, len: usize, sent: Option<usize>) -> bool {
-        let grown = len - sent.unwrap_or(0);
+        let grown = len.saturating_sub(sent.unwrap_or(0));
         let credit = u64::from(self.coalescing.resend_ratio)
             .saturating_mul(self.argument_bytes)
             .saturating_sub(self.resent_bytes);

@@ -8,7 +8,7 @@ use serde_json::{json, Value};
 
 use crate::fake_llm::{chunks, Reply};
 use crate::helpers::*;
-use crate::verify::assert_well_formed;
+use crate::verify::{assert_0x_compatible, assert_well_formed};
 
 /// The dojo's shared-state recipe, as the model would write it.
 const RECIPE: &str = r#"{"recipe": {"title": "Spicy chicken lettuce wraps", "skill_level": "Intermediate", "cooking_time": "30 min", "special_preferences": ["High Protein", "Low Carb", "Spicy"], "ingredients": [{"icon": "🍗", "name": "chicken breast", "amount": "2 pieces"}, {"icon": "🌶️", "name": "chili powder", "amount": "1 tsp"}, {"icon": "🧂", "name": "Salt", "amount": "a pinch"}, {"icon": "🥬", "name": "Lettuce leaves", "amount": "8 large"}], "instructions": ["Slice the chicken breast into thin strips and season with chili powder and salt.", "Sear the strips in a hot pan for 6 to 8 minutes, until golden and cooked through.", "Spoon the chicken into the lettuce leaves and serve at once."]}}"#;
@@ -434,4 +434,28 @@ async fn the_predict_state_event_precedes_the_call_when_enabled() {
     );
     let at = events.iter().position(|e| e == custom).unwrap();
     assert!(at < position(&events, "TOOL_CALL_START", "call_d"));
+}
+
+#[tokio::test]
+async fn a_0x_client_gets_state_events_it_accepts() {
+    let app = spawn_app(|s| {
+        predict(s, "recipe", "update_recipe", "recipe");
+        server_tool(s, "update_recipe");
+    })
+    .await;
+    app.fake.push(Reply::Sse(chunks::tool_calls(
+        &[("call_r", "update_recipe", RECIPE)],
+        false,
+    )));
+    app.fake.push(Reply::Sse(chunks::text_reply(&["Saved."])));
+
+    let events = app.run_events("/", &input_0x(vec![user("A recipe")])).await;
+
+    assert_0x_compatible(&events);
+    assert_well_formed(&events);
+    let recipe: Value = serde_json::from_str(RECIPE).unwrap();
+    assert_eq!(
+        client_states(&json!({}), &events).last().unwrap().1,
+        json!({"recipe": recipe["recipe"]})
+    );
 }

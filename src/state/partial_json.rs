@@ -43,7 +43,14 @@ pub enum Event<'a> {
     /// A string, as far as it has arrived. Reported at the end of every `push` while it is open
     /// (so at most once per fragment), and once more with `closed` when it ends. Its content
     /// only ever grows.
-    String { content: &'a str, closed: bool },
+    String {
+        content: &'a str,
+        /// Bytes of JSON text the string has taken so far, its quotes and escapes included. The
+        /// content written back as JSON is never longer: an escape in the output (`\"`,
+        /// `\n`, `\u0001`) was at least as long in the input, and `\u00e9` only shrinks.
+        raw_len: usize,
+        closed: bool,
+    },
 }
 
 /// Receives the parser's events.
@@ -113,6 +120,8 @@ enum Token {
         /// A member key rather than a value.
         key: bool,
         escape: Escape,
+        /// Input bytes taken so far, from the opening quote.
+        raw: usize,
     },
     Number(String),
     Literal {
@@ -164,7 +173,12 @@ impl PartialJson {
         let mut at = 0;
         while at < fragment.len() {
             match self.step(fragment, at, sink) {
-                Ok(next) => at = next,
+                Ok(next) => {
+                    if let Token::String { raw, .. } = &mut self.token {
+                        *raw += next - at;
+                    }
+                    at = next;
+                }
                 Err(reason) => {
                     self.error = Some(StateError::InvalidJson {
                         offset: self.offset + at as u64,
@@ -176,13 +190,17 @@ impl PartialJson {
         }
         self.offset += fragment.len() as u64;
         if let Token::String {
-            text, key: false, ..
+            text,
+            key: false,
+            raw,
+            ..
         } = &self.token
         {
             sink.event(
                 &self.path,
                 Event::String {
                     content: text,
+                    raw_len: *raw,
                     closed: false,
                 },
             );
@@ -393,6 +411,7 @@ impl PartialJson {
                     text: String::new(),
                     key: true,
                     escape: Escape::None,
+                    raw: 0,
                 };
                 Ok(at + 1)
             }
@@ -460,6 +479,7 @@ impl PartialJson {
                     text: String::new(),
                     key: false,
                     escape: Escape::None,
+                    raw: 0,
                 };
                 Ok(at + 1)
             }
@@ -480,7 +500,7 @@ impl PartialJson {
     }
 
     fn end_string<S: Sink + ?Sized>(&mut self, sink: &mut S) {
-        let Token::String { text, key, .. } = std::mem::take(&mut self.token) else {
+        let Token::String { text, key, raw, .. } = std::mem::take(&mut self.token) else {
             return;
         };
         if key {
@@ -492,6 +512,7 @@ impl PartialJson {
             &self.path,
             Event::String {
                 content: &text,
+                raw_len: raw + 1,
                 closed: true,
             },
         );
@@ -760,7 +781,9 @@ mod tests {
         fn event(&mut self, path: &[Segment], event: Event<'_>) {
             let what = match event {
                 Event::Value(v) => format!("value {v}"),
-                Event::String { content, closed } => format!("string {content:?} {closed}"),
+                Event::String {
+                    content, closed, ..
+                } => format!("string {content:?} {closed}"),
             };
             self.0.push((path.to_vec(), what));
         }

@@ -15,14 +15,18 @@
 //! middleware ensures. Path tokens are RFC 6901-escaped (`~` → `~0`, `/` → `~1`).
 //!
 //! # The bound on bytes sent
-//! JSON Patch cannot append to a string, so a growing string is re-sent whole. Re-sends of open
-//! strings are paid from a credit of `resend_ratio` bytes per argument byte received, so over a
-//! call: re-sent string bytes ≤ `resend_ratio` × argument bytes. Every other value is sent once,
-//! when it completes (strings, scalars) or begins (`{}`, `[]`), and a value is never longer in a
-//! patch than in the arguments (escapes like `\u00e9` only shrink). Hence
+//! JSON Patch cannot append to a string, so a growing string is re-sent whole. Each send of an
+//! open string is paid from a credit of `resend_ratio` bytes per argument byte received, at the
+//! bytes the string has taken in the arguments so far (which its JSON in the patch never
+//! exceeds), so over a call: re-sent string bytes ≤ `resend_ratio` × argument bytes. Every other
+//! value is sent once, when it completes (strings, scalars) or begins (`{}`, `[]`), and is no
+//! longer in the patch than in the arguments (escapes like `\u00e9` only shrink), numbers aside
+//! (serde_json writes `1e2` as `100.0`). Hence, with one state key,
 //!
-//! > patch value bytes ≤ (`resend_ratio` + 1) × argument bytes,
+//! > patch value bytes ≤ (`resend_ratio` + 1) × argument bytes (numbers aside),
 //!
+//! and each further key mirroring the same part of the arguments adds at most 1 × (the credit
+//! is shared by the call's keys).
 //! plus, per operation, its envelope (`{"op":"add","path":…,"value":…}`, about 30 bytes and the
 //! path). Operations are at most one per value of the arguments plus one per re-send, and
 //! re-sends of a string of final length `L` number at most about `log(L / min_growth_bytes) /
@@ -210,8 +214,9 @@ impl Projection {
 }
 
 impl Emitter {
-    /// Whether an open string of `len` bytes, last sent at `sent`, goes out now.
-    fn resend_now(&self, len: usize, sent: Option<usize>) -> bool {
+    /// Whether an open string of `len` bytes, last sent at `sent` and taking `raw_len` bytes of
+    /// the arguments, goes out now.
+    fn resend_now(&self, len: usize, sent: Option<usize>, raw_len: usize) -> bool {
         let grown = len.saturating_sub(sent.unwrap_or(0));
         let credit = u64::from(self.coalescing.resend_ratio)
             .saturating_mul(self.argument_bytes)
@@ -222,8 +227,17 @@ impl Emitter {
             }
             _ => true,
         };
-        grown > 0 && grown >= self.coalescing.min_growth_bytes && len as u64 <= credit && rested
+        grown > 0
+            && grown >= self.coalescing.min_growth_bytes
+            && resend_cost(raw_len) <= credit
+            && rested
     }
+}
+
+/// What sending an open string costs from the credit: an upper bound of its length as JSON in
+/// the patch (its input bytes so far, plus the closing quote the output adds).
+fn resend_cost(raw_len: usize) -> u64 {
+    raw_len as u64 + 1
 }
 
 impl Sink for Emitter {
@@ -235,12 +249,16 @@ impl Sink for Emitter {
             };
             let op = match event {
                 Event::Value(value) => add(pointer(&target.base, relative), value.clone()),
-                Event::String { content, closed } => {
+                Event::String {
+                    content,
+                    raw_len,
+                    closed,
+                } => {
                     let sent = target.open.flatten();
                     let send = if closed {
                         sent != Some(content.len())
                     } else {
-                        self.resend_now(content.len(), sent)
+                        self.resend_now(content.len(), sent, raw_len)
                     };
                     let target = &mut self.targets[index];
                     target.open = if closed {
@@ -254,7 +272,7 @@ impl Sink for Emitter {
                         continue;
                     }
                     if !closed {
-                        self.resent_bytes += content.len() as u64;
+                        self.resent_bytes += resend_cost(raw_len);
                         self.last_resend = self.now;
                     }
                     let path = pointer(&self.targets[index].base, relative);
@@ -411,6 +429,38 @@ mod tests {
                 vec![],
                 vec![json!({"op": "add", "path": "/t", "value": "abcdef"})]
             ]
+        );
+    }
+
+    #[test]
+    fn a_time_budget_spaces_re_sends() {
+        let mut projection = Projection::new(
+            [("t".to_owned(), Argument::Named("t".into()))],
+            Coalescing {
+                resend_ratio: 100,
+                min_growth_bytes: 1,
+                min_interval: Duration::from_secs(10),
+            },
+        );
+        let start = Instant::now();
+        let kinds = |ops: Vec<PatchOperation>| -> Vec<String> {
+            ops.iter()
+                .map(|op| serde_json::to_value(op).unwrap()["op"].to_string())
+                .collect()
+        };
+        assert_eq!(kinds(projection.push(r#"{"t": "ab"#, start)), [r#""add""#]);
+        assert!(projection.push("cd", start).is_empty(), "too soon");
+        assert!(projection
+            .push("ef", start + Duration::from_secs(9))
+            .is_empty());
+        assert_eq!(
+            kinds(projection.push("gh", start + Duration::from_secs(10))),
+            [r#""replace""#]
+        );
+        // The end of a string is a boundary: it goes out whatever the clock says.
+        assert_eq!(
+            kinds(projection.push(r#"i"}"#, start + Duration::from_secs(10))),
+            [r#""replace""#]
         );
     }
 

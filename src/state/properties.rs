@@ -210,9 +210,21 @@ fn random_documents_split_anywhere_parse_consistently_and_patch_to_the_final_sta
         );
 
         let mut client = baseline.clone();
+        let mut string_bytes = 0;
         let now = Instant::now();
         for fragment in split(&mut rng, &text) {
             let ops = projection.push(fragment, now);
+            string_bytes += ops
+                .iter()
+                .filter_map(|op| match op {
+                    json_patch::PatchOperation::Add(json_patch::AddOperation { value, .. })
+                    | json_patch::PatchOperation::Replace(json_patch::ReplaceOperation {
+                        value,
+                        ..
+                    }) if value.is_string() => Some(value.to_string().len()),
+                    _ => None,
+                })
+                .sum::<usize>();
             json_patch::patch(&mut client, &ops).unwrap_or_else(|e| {
                 panic!("seed {seed}: a patch fails ({e}): {ops:?} on {client} for {text:?}")
             });
@@ -223,6 +235,14 @@ fn random_documents_split_anywhere_parse_consistently_and_patch_to_the_final_sta
                 );
             }
         }
+        // The documented bound: re-sends within `resend_ratio` × the argument bytes, plus each
+        // string once more per key when it closes (two keys here).
+        let bound = (coalescing.resend_ratio as usize + 2) * text.len();
+        assert!(
+            string_bytes <= bound,
+            "seed {seed}: {string_bytes} string bytes sent for {} argument bytes",
+            text.len()
+        );
         let finished = projection
             .finish()
             .unwrap_or_else(|e| panic!("seed {seed}: {e} for {text:?}"));

@@ -666,6 +666,39 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_call_whose_key_is_changed_underneath_stops_streaming_and_still_settles() {
+        let arguments = r#"{"recipe": {"title": "A title", "steps": ["one", "two", "three"]}}"#;
+        let mut script = call("c1", "update_recipe", arguments, 4);
+        // Halfway, a layer below removes the key the call is streaming into.
+        script.insert(
+            8,
+            EventBody::StateDelta(StateDelta {
+                delta: serde_json::from_value(json!([{"op": "remove", "path": "/recipe"}]))
+                    .unwrap(),
+                subagent_run_id: None,
+            })
+            .into(),
+        );
+        script.push(result("c1"));
+        let out = run(
+            rules(&[("recipe", "update_recipe", "recipe")]),
+            script,
+            request(Some(json!({}))),
+        )
+        .await;
+        // Every delta sent still applies, and the snapshot restores the final value.
+        let final_state = client_state(json!({}), &out);
+        let parsed: Value = serde_json::from_str(arguments).unwrap();
+        assert_eq!(final_state, json!({"recipe": parsed["recipe"]}));
+        let removed_at = out
+            .iter()
+            .position(|u| matches!(u, AgentUpdate::Event(EventBody::StateDelta(d)) if serde_json::to_string(d).unwrap().contains("remove")))
+            .unwrap();
+        let after: Vec<&str> = out[removed_at + 1..].iter().map(kind).collect();
+        assert!(!after.contains(&"STATE_DELTA"), "{after:?}");
+    }
+
+    #[tokio::test]
     async fn parallel_calls_do_not_mix_and_a_key_streams_from_one_call_at_a_time() {
         // Two calls of one tool writing the same key, and a call of another tool, interleaved.
         let a = call(

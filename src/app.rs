@@ -6,8 +6,10 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
+use axum::serve::ListenerExt;
 use tokio::net::TcpListener;
 
+use crate::agent::approval::ApprovalPolicies;
 use crate::agent::{pipeline, Agent};
 use crate::http::{self, AppState};
 use crate::llm::{LlmClient, LlmError};
@@ -67,17 +69,29 @@ impl App {
         let llm = LlmClient::new(&settings.llm)?;
         let model = llm.describe();
         let offline = llm.is_offline();
-        let agents: BTreeMap<String, Arc<dyn Agent>> = settings
-            .agents
-            .iter()
-            .map(|(name, agent_settings)| {
-                let tools = extra_tools.get(name).map(Vec::as_slice).unwrap_or_default();
-                (
-                    name.clone(),
-                    pipeline::build(name, agent_settings, llm.clone(), tools),
-                )
-            })
-            .collect();
+        // One key for every agent: ids minted by one agent are checked by the same key, and an
+        // empty configured key gets one random key per process (development only; validated).
+        let approval_key = if settings.security.approval_key.is_empty() {
+            let needs_approval = settings.agents.values().any(|agent| {
+                ApprovalPolicies::from_settings(&agent.tools).is_ok_and(|p| !p.is_empty())
+            });
+            if needs_approval {
+                tracing::warn!(
+                    "security.approval_key is not set: approvals are signed with a random key \
+                     and cannot be resumed after a restart or on another replica"
+                );
+            }
+            uuid::Uuid::new_v4().simple().to_string() + &uuid::Uuid::new_v4().simple().to_string()
+        } else {
+            settings.security.approval_key.clone()
+        };
+        let mut agents: BTreeMap<String, Arc<dyn Agent>> = BTreeMap::new();
+        for (name, agent_settings) in &settings.agents {
+            let tools = extra_tools.get(name).map(Vec::as_slice).unwrap_or_default();
+            let agent = pipeline::build(name, agent_settings, llm.clone(), tools, &approval_key)
+                .map_err(|message| SettingsError::Invalid(format!("agents.{name}: {message}")))?;
+            agents.insert(name.clone(), agent);
+        }
         let state = AppState {
             agents: Arc::new(agents),
             default_agent: settings.default_agent.clone(),
@@ -132,7 +146,14 @@ impl App {
             tracing::info!("shutting down: no new connections; open streams may finish");
             let _ = signalled_tx.send(true);
         };
-        let server = axum::serve(self.listener, self.router).with_graceful_shutdown(graceful);
+        // Every SSE event is a small write: without TCP_NODELAY, Nagle's algorithm holds each
+        // one back until the client's delayed ACK (about 40 ms), which stalls streams.
+        let listener = self.listener.tap_io(|tcp| {
+            if let Err(error) = tcp.set_nodelay(true) {
+                tracing::debug!(%error, "could not set TCP_NODELAY");
+            }
+        });
+        let server = axum::serve(listener, self.router).with_graceful_shutdown(graceful);
         let deadline = async move {
             let mut signalled = signalled_rx;
             if signalled.wait_for(|s| *s).await.is_err() {

@@ -23,16 +23,21 @@ use futures_util::stream::{self, BoxStream, FuturesOrdered};
 use futures_util::{FutureExt, StreamExt};
 use serde_json::Value;
 
+use super::approval::ApprovalPolicies;
 use super::history::to_chat_messages;
-use super::{new_id, Agent, AgentError, AgentStream, AgentUpdate, RunRequest};
+use super::state_view::apply_update;
+use super::{
+    new_id, Agent, AgentError, AgentStream, AgentUpdate, ApprovalRequest, DecisionOutcome,
+    RunRequest, ToolDecision,
+};
 use crate::llm::{ChatMessage, ChatRequest, ChatToolCall, LlmClient, LlmError, LlmEvent, ToolSpec};
 use crate::protocol::{
     Context, EventBody, MessageRef, ReasoningMessageStart, ReasoningRole, TextMessageContent,
     TextMessageStart, TextRole, TokenUsage, ToolCallArgs, ToolCallRef, ToolCallResult,
     ToolCallStart, ToolResultContent, ToolRole,
 };
-use crate::settings::ToolNameClash;
-use crate::tools::{self, ToolContext, ToolError, ToolRegistry};
+use crate::settings::{ResultStateKind, ToolNameClash, ToolStateRule, ToolStateSource};
+use crate::tools::{self, StateUpdate, ToolContext, ToolError, ToolOutput, ToolRegistry};
 
 /// How a `ChatAgent` behaves, from its `agents.<name>` settings.
 #[derive(Debug, Clone)]
@@ -44,6 +49,12 @@ pub struct ChatAgentConfig {
     pub max_iterations: u32,
     pub tool_timeout: Duration,
     pub tool_name_clash: ToolNameClash,
+    /// Tools whose arguments or results update the shared state.
+    pub state_rules: Vec<ToolStateRule>,
+    /// Which server tool calls wait for a person.
+    pub approvals: ApprovalPolicies,
+    /// The tool result the model sees for a declined call.
+    pub rejected_message: String,
 }
 
 /// The base agent. Cheap to share: everything is behind `Arc` or `Clone`.
@@ -63,9 +74,16 @@ impl ChatAgent {
         }
     }
 
-    /// The system prompt: the agent's instructions, then the client's context as delimited data.
-    fn system_prompt(&self, context: &[Context]) -> String {
+    /// The system prompt: the agent's instructions, the sections middlewares added (e.g. the
+    /// shared state), then the client's context as delimited data.
+    fn system_prompt(&self, sections: &[String], context: &[Context]) -> String {
         let mut prompt = self.config.instructions.trim().to_owned();
+        for section in sections.iter().filter(|s| !s.is_empty()) {
+            if !prompt.is_empty() {
+                prompt.push_str("\n\n");
+            }
+            prompt.push_str(section);
+        }
         if !context.is_empty() {
             // JSON-encoded so a value cannot close the block or pose as instructions.
             let entries: Vec<Value> = context
@@ -108,7 +126,7 @@ impl Agent for ChatAgent {
                         continue;
                     }
                     ToolNameClash::PreferClient => {
-                        server_tools = without_tool(&server_tools, &tool.name);
+                        server_tools = server_tools.without(&tool.name);
                     }
                     ToolNameClash::Reject => {
                         return Err(AgentError::InvalidInput {
@@ -135,17 +153,27 @@ impl Agent for ChatAgent {
         }
         let mut tool_specs: Vec<ToolSpec> = server_tools
             .iter()
-            .map(|tool| ToolSpec {
-                name: tool.name().to_owned(),
-                description: tool.description().to_owned(),
-                parameters: tool.parameters().clone(),
+            .map(|tool| {
+                let definition = tool.definition();
+                ToolSpec {
+                    name: definition.name.clone(),
+                    description: definition.description.clone(),
+                    parameters: definition.parameters.clone(),
+                }
             })
             .collect();
         tool_specs.extend(client_specs);
 
+        // Calls a person decided on are answered below, not by the history repair.
+        let decided: HashSet<String> = request
+            .decisions
+            .iter()
+            .map(|d| d.tool_call_id.clone())
+            .collect();
         let history = to_chat_messages(
-            Some(self.system_prompt(&request.context)),
+            Some(self.system_prompt(&request.prompt_sections, &request.context)),
             &request.messages,
+            &decided,
         );
         if !history
             .iter()
@@ -156,7 +184,7 @@ impl Agent for ChatAgent {
             return Ok(stream::empty().boxed());
         }
 
-        let state = RunState {
+        let mut state = RunState {
             llm: self.llm.clone(),
             config: self.config.clone(),
             model: self
@@ -170,21 +198,16 @@ impl Agent for ChatAgent {
             history,
             thread_id: request.thread_id,
             run_id: request.run_id,
-            client_state: request.state,
+            state: request
+                .state
+                .unwrap_or_else(|| Value::Object(Default::default())),
             model_calls: 0,
             queue: VecDeque::new(),
             phase: Phase::CallModel,
         };
+        state.start_with_decisions(request.decisions);
         Ok(stream::unfold(state, RunState::next).boxed())
     }
-}
-
-fn without_tool(registry: &ToolRegistry, name: &str) -> ToolRegistry {
-    let mut filtered = ToolRegistry::default();
-    for tool in registry.iter().filter(|t| t.name() != name) {
-        filtered.register(tool.clone());
-    }
-    filtered
 }
 
 /// The state of one run between two polls.
@@ -199,7 +222,8 @@ struct RunState {
     history: Vec<ChatMessage>,
     thread_id: String,
     run_id: String,
-    client_state: Option<Value>,
+    /// The server's view of the shared state: the client's, plus every update sent since.
+    state: Value,
     model_calls: u32,
     /// Updates produced but not yet yielded.
     queue: VecDeque<AgentUpdate>,
@@ -213,7 +237,7 @@ enum Phase {
         turn: Turn,
     },
     RunningTools {
-        running: FuturesOrdered<BoxFuture<'static, (String, String)>>,
+        running: FuturesOrdered<BoxFuture<'static, ToolCallOutcome>>,
         /// A client tool is pending: end the run once the server tools are done.
         then_stop: bool,
     },
@@ -277,21 +301,8 @@ impl RunState {
                     mut running,
                     then_stop,
                 } => match running.next().await {
-                    Some((tool_call_id, content)) => {
-                        self.queue
-                            .push_back(AgentUpdate::Event(EventBody::ToolCallResult(
-                                ToolCallResult {
-                                    message_id: new_id("msg"),
-                                    tool_call_id: tool_call_id.clone(),
-                                    content: ToolResultContent::Text(content.clone()),
-                                    role: Some(ToolRole::Tool),
-                                    subagent_run_id: None,
-                                },
-                            )));
-                        self.history.push(ChatMessage::Tool {
-                            tool_call_id,
-                            content,
-                        });
+                    Some(outcome) => {
+                        self.finish_tool_call(outcome);
                         self.phase = Phase::RunningTools { running, then_stop };
                     }
                     None if then_stop => self.phase = Phase::Done,
@@ -301,8 +312,37 @@ impl RunState {
         }
     }
 
+    /// Carries out what a person decided on calls of an earlier run: an approved call runs (its
+    /// result answers the original call id; no new `TOOL_CALL_START`), a declined one never runs
+    /// and the model is told so. Then the model continues.
+    fn start_with_decisions(&mut self, decisions: Vec<ToolDecision>) {
+        let mut running = FuturesOrdered::new();
+        for decision in decisions {
+            match decision.outcome {
+                DecisionOutcome::Approved { arguments } => {
+                    running.push_back(self.run_server_tool(ChatToolCall {
+                        id: decision.tool_call_id,
+                        name: decision.tool_name,
+                        arguments: arguments.to_string(),
+                    }))
+                }
+                DecisionOutcome::Declined => {
+                    let content = self.config.rejected_message.clone();
+                    self.emit_tool_result(decision.tool_call_id, content, Vec::new());
+                }
+            }
+        }
+        if !running.is_empty() {
+            self.phase = Phase::RunningTools {
+                running,
+                then_stop: false,
+            };
+        }
+    }
+
     /// Closes the turn, records it in the history, and starts its server tools.
     fn end_turn(&mut self, turn: Turn) -> Result<(), AgentError> {
+        let parent_message_id = turn.message_id.clone();
         let (content, calls) = turn.finish(&mut self.queue)?;
         if content.is_none() && calls.is_empty() {
             return Ok(()); // phase stays Done: the model said all it had to say
@@ -314,62 +354,228 @@ impl RunState {
         if calls.is_empty() {
             return Ok(());
         }
+        for call in &calls {
+            self.apply_argument_rules(call);
+        }
         let mut running = FuturesOrdered::new();
-        let mut client_call_pending = false;
+        // A client call or an approval leaves something for the client: the run ends after
+        // the server tools of this turn.
+        let mut waits_for_client = false;
         for call in calls {
             if self.client_tools.contains(&call.name) {
-                client_call_pending = true;
+                waits_for_client = true;
                 continue;
+            }
+            if let Ok(arguments) = parse_arguments(&call.arguments) {
+                if self
+                    .config
+                    .approvals
+                    .requires_approval(&call.name, &arguments)
+                {
+                    waits_for_client = true;
+                    self.queue
+                        .push_back(AgentUpdate::ApprovalRequest(ApprovalRequest {
+                            tool_call_id: call.id,
+                            tool_name: call.name,
+                            arguments,
+                            parent_message_id: parent_message_id.clone(),
+                        }));
+                    continue;
+                }
             }
             running.push_back(self.run_server_tool(call));
         }
         if running.is_empty() {
-            return Ok(()); // only client calls: the run ends with them pending
+            return Ok(()); // the run ends with client calls or approvals pending
         }
         self.phase = Phase::RunningTools {
             running,
-            then_stop: client_call_pending,
+            then_stop: waits_for_client,
         };
         Ok(())
     }
 
-    /// One server tool call as a future that always produces the result text: failures become a
-    /// JSON error object the model can read, and a panic is contained to the call.
-    fn run_server_tool(&self, call: ChatToolCall) -> BoxFuture<'static, (String, String)> {
-        let tool = self.server_tools.get(&call.name).cloned();
+    /// One server tool call as a future that always completes: failures are values, and a panic
+    /// is contained to the call.
+    fn run_server_tool(&self, call: ChatToolCall) -> BoxFuture<'static, ToolCallOutcome> {
+        let registered = self.server_tools.get(&call.name).cloned();
         let timeout = self.config.tool_timeout;
         let context = ToolContext {
             thread_id: self.thread_id.clone(),
             run_id: self.run_id.clone(),
             tool_call_id: call.id.clone(),
-            state: self.client_state.clone(),
+            state: Some(self.state.clone()),
         };
         async move {
-            let outcome = match tool {
-                None => Err(ToolError::Unknown(call.name.clone())),
-                Some(tool) => match parse_arguments(&call.arguments) {
-                    Err(error) => Err(error),
-                    Ok(arguments) => {
-                        let invocation = AssertUnwindSafe(tool.call(arguments, context)).catch_unwind();
-                        match tokio::time::timeout(timeout, invocation).await {
-                            Err(_) => Err(ToolError::Timeout(timeout)),
-                            Ok(Err(_panic)) => Err(ToolError::Panicked),
-                            Ok(Ok(result)) => result,
-                        }
-                    }
-                },
-            };
-            let content = match outcome {
-                Ok(value) => tools::result_text(&value),
-                Err(error) => {
-                    tracing::warn!(tool = %call.name, tool_call_id = %call.id, %error, "tool call failed");
-                    serde_json::json!({"error": error.to_string()}).to_string()
+            let output = async {
+                let registered = registered.ok_or_else(|| ToolError::Unknown(call.name.clone()))?;
+                let arguments = parse_arguments(&call.arguments)?;
+                registered.validate(&arguments)?;
+                let invocation =
+                    AssertUnwindSafe(registered.tool.call(arguments, context)).catch_unwind();
+                match tokio::time::timeout(timeout, invocation).await {
+                    Err(_) => Err(ToolError::Timeout(timeout)),
+                    Ok(Err(_panic)) => Err(ToolError::Panicked),
+                    Ok(Ok(result)) => result,
                 }
-            };
-            (call.id, content)
+            }
+            .await;
+            ToolCallOutcome { call, output }
         }
         .boxed()
     }
+
+    /// Turns a finished server tool call into its result event, its state events, and the tool
+    /// message the model sees next. A state update that does not apply makes the call fail, so
+    /// the client's state is never corrupted and the model learns why.
+    fn finish_tool_call(&mut self, outcome: ToolCallOutcome) {
+        let ToolCallOutcome { call, output } = outcome;
+        let output = output.and_then(|output| self.with_result_rules(&call.name, output));
+        let mut state_events = Vec::new();
+        let content = match output {
+            Ok(ToolOutput { content, state }) => {
+                match state.map(|update| apply_update(&mut self.state, update)) {
+                    Some(Err(problem)) => Err(ToolError::Failed(format!(
+                        "the tool's state update was not applied: {problem}"
+                    ))),
+                    Some(Ok(events)) => {
+                        state_events = events;
+                        Ok(tools::result_text(&content))
+                    }
+                    None => Ok(tools::result_text(&content)),
+                }
+            }
+            Err(error) => Err(error),
+        };
+        let content = content.unwrap_or_else(|error| {
+            tracing::warn!(tool = %call.name, tool_call_id = %call.id, %error, "tool call failed");
+            serde_json::json!({"error": error.to_string()}).to_string()
+        });
+        self.emit_tool_result(call.id, content, state_events);
+    }
+
+    /// Sends a tool result (and the state events it caused) and records it in the history,
+    /// right after the assistant turn that made the call.
+    fn emit_tool_result(
+        &mut self,
+        tool_call_id: String,
+        content: String,
+        state_events: Vec<EventBody>,
+    ) {
+        self.queue
+            .push_back(AgentUpdate::Event(EventBody::ToolCallResult(
+                ToolCallResult {
+                    message_id: new_id("msg"),
+                    tool_call_id: tool_call_id.clone(),
+                    content: ToolResultContent::Text(content.clone()),
+                    role: Some(ToolRole::Tool),
+                    subagent_run_id: None,
+                },
+            )));
+        self.queue
+            .extend(state_events.into_iter().map(AgentUpdate::Event));
+        insert_tool_result(&mut self.history, tool_call_id, content);
+    }
+
+    /// Applies the agent's `from = "result"` rules: the tool's content becomes the new state or
+    /// a patch of it (on top of any update the tool made itself, which then comes second).
+    fn with_result_rules(&self, tool: &str, output: ToolOutput) -> Result<ToolOutput, ToolError> {
+        let Some(kind) = self
+            .config
+            .state_rules
+            .iter()
+            .find_map(|rule| match &rule.source {
+                ToolStateSource::Result { kind } if rule.tool == tool => Some(*kind),
+                _ => None,
+            })
+        else {
+            return Ok(output);
+        };
+        // A service may answer JSON as text; a state rule needs the value.
+        let value = match &output.content {
+            Value::String(text) => {
+                serde_json::from_str(text).unwrap_or_else(|_| output.content.clone())
+            }
+            other => other.clone(),
+        };
+        let update = match kind {
+            ResultStateKind::Snapshot => StateUpdate::Snapshot(value),
+            ResultStateKind::Delta => {
+                StateUpdate::Delta(serde_json::from_value(value).map_err(|e| {
+                    ToolError::Failed(format!("the result is not an RFC 6902 patch: {e}"))
+                })?)
+            }
+        };
+        if output.state.is_some() {
+            return Err(ToolError::Failed(
+                "the tool returned its own state update and a result rule also applies".into(),
+            ));
+        }
+        Ok(ToolOutput {
+            content: output.content,
+            state: Some(update),
+        })
+    }
+
+    /// Applies the agent's `from = "arguments"` rules once a call's arguments are complete (for
+    /// client tools too). Arguments that are not JSON update nothing.
+    fn apply_argument_rules(&mut self, call: &ChatToolCall) {
+        for rule in &self.config.state_rules {
+            let ToolStateSource::Arguments { argument, key } = &rule.source else {
+                continue;
+            };
+            if rule.tool != call.name {
+                continue;
+            }
+            let Ok(arguments) = parse_arguments(&call.arguments) else {
+                continue;
+            };
+            let Some(value) = tools::select_argument(&arguments, argument) else {
+                continue;
+            };
+            let update = StateUpdate::Set(serde_json::Map::from_iter([(key.clone(), value)]));
+            match apply_update(&mut self.state, update) {
+                Ok(events) => self
+                    .queue
+                    .extend(events.into_iter().map(AgentUpdate::Event)),
+                Err(problem) => {
+                    tracing::warn!(tool = %call.name, %problem, "state rule not applied")
+                }
+            }
+        }
+    }
+}
+
+/// Places a tool result after the assistant turn holding the call and any results already
+/// there, so a result for a call of an earlier run lands where the provider expects it.
+fn insert_tool_result(history: &mut Vec<ChatMessage>, tool_call_id: String, content: String) {
+    let owner = history.iter().rposition(|message| {
+        matches!(message, ChatMessage::Assistant { tool_calls, .. }
+            if tool_calls.iter().any(|call| call.id == tool_call_id))
+    });
+    let position = match owner {
+        Some(owner) => {
+            let mut position = owner + 1;
+            while matches!(history.get(position), Some(ChatMessage::Tool { .. })) {
+                position += 1;
+            }
+            position
+        }
+        None => history.len(),
+    };
+    history.insert(
+        position,
+        ChatMessage::Tool {
+            tool_call_id,
+            content,
+        },
+    );
+}
+
+/// A server tool call and what it produced.
+struct ToolCallOutcome {
+    call: ChatToolCall,
+    output: Result<ToolOutput, ToolError>,
 }
 
 /// Parses the model's argument text; an empty text means no arguments.

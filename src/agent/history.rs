@@ -14,6 +14,8 @@
 //! - `activity` and `reasoning` messages are UI artefacts and are not sent;
 //! - media parts become image inputs where they are images, else a short text placeholder.
 
+use std::collections::HashSet;
+
 use crate::llm::{ChatMessage, ChatToolCall, UserPart};
 use crate::protocol::{Content, ContentPart, Message, PartSource};
 
@@ -21,8 +23,13 @@ use crate::protocol::{Content, ContentPart, Message, PartSource};
 pub const SYNTHETIC_MISSING_RESULT: &str =
     "No result: this tool call was not completed (the conversation moved on without it).";
 
-/// Converts and repairs `messages`, after an optional leading system prompt.
-pub fn to_chat_messages(system_prompt: Option<String>, messages: &[Message]) -> Vec<ChatMessage> {
+/// Converts and repairs `messages`, after an optional leading system prompt. Calls in
+/// `answered_later` are left without a result: the caller places theirs.
+pub fn to_chat_messages(
+    system_prompt: Option<String>,
+    messages: &[Message],
+    answered_later: &HashSet<String>,
+) -> Vec<ChatMessage> {
     let mut out: Vec<ChatMessage> = Vec::with_capacity(messages.len() + 1);
     if let Some(prompt) = system_prompt.filter(|p| !p.is_empty()) {
         out.push(ChatMessage::System { content: prompt });
@@ -86,14 +93,24 @@ pub fn to_chat_messages(system_prompt: Option<String>, messages: &[Message]) -> 
                                     None => *previous_content = Some(text),
                                 }
                             }
-                            awaiting.extend(calls.iter().map(|c| c.id.clone()));
+                            awaiting.extend(
+                                calls
+                                    .iter()
+                                    .filter(|c| !answered_later.contains(&c.id))
+                                    .map(|c| c.id.clone()),
+                            );
                             tool_calls.extend(calls);
                             continue;
                         }
                     }
                 }
                 close_unanswered(&mut awaiting, &mut out);
-                awaiting.extend(calls.iter().map(|c| c.id.clone()));
+                awaiting.extend(
+                    calls
+                        .iter()
+                        .filter(|c| !answered_later.contains(&c.id))
+                        .map(|c| c.id.clone()),
+                );
                 out.push(ChatMessage::Assistant {
                     content,
                     tool_calls: calls,
@@ -193,7 +210,7 @@ mod tests {
 
     fn history(messages: serde_json::Value) -> Vec<ChatMessage> {
         let messages: Vec<Message> = serde_json::from_value(messages).unwrap();
-        to_chat_messages(Some("sys".into()), &messages)
+        to_chat_messages(Some("sys".into()), &messages, &HashSet::new())
     }
 
     fn call(id: &str) -> serde_json::Value {

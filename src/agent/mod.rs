@@ -23,11 +23,13 @@
 //! Messages sent to clients come from [`AgentError::public_message`] and never contain upstream
 //! bodies or secrets; details go to the logs.
 
+pub mod approval;
 mod chat;
 mod history;
 mod mapper;
 pub mod middleware;
 pub mod pipeline;
+mod state_view;
 
 use futures_util::stream::BoxStream;
 use serde_json::Value;
@@ -41,6 +43,7 @@ use crate::protocol::{
 pub use chat::{ChatAgent, ChatAgentConfig};
 pub use history::{to_chat_messages, SYNTHETIC_MISSING_RESULT};
 pub use mapper::{map_updates, UpdateMapper};
+pub use state_view::{apply_update, escape_pointer_token};
 
 /// The updates of one run, in order. `'static` so it outlives the handler; boxed so `Agent`
 /// stays dyn-compatible.
@@ -71,6 +74,37 @@ pub struct RunRequest {
     pub state: Option<Value>,
     pub forwarded_props: Option<Value>,
     pub resume: Vec<ResumeEntry>,
+    /// System prompt sections added by middlewares (e.g. the shared state), placed after the
+    /// agent's instructions.
+    pub prompt_sections: Vec<String>,
+    /// What a person decided on calls of an earlier run (verified by the approval gate).
+    pub decisions: Vec<ToolDecision>,
+}
+
+/// A person's decision on a tool call that waited for approval.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolDecision {
+    pub tool_call_id: String,
+    pub tool_name: String,
+    pub outcome: DecisionOutcome,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum DecisionOutcome {
+    /// Run the tool with these arguments (the model's, or the person's edit where allowed).
+    Approved { arguments: Value },
+    /// Never run it; the model is told the person declined.
+    Declined,
+}
+
+/// A server tool call the base agent did not run because a person must approve it first.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ApprovalRequest {
+    pub tool_call_id: String,
+    pub tool_name: String,
+    pub arguments: Value,
+    /// The assistant message the call belongs to.
+    pub parent_message_id: String,
 }
 
 impl From<RunAgentInput> for RunRequest {
@@ -86,6 +120,8 @@ impl From<RunAgentInput> for RunRequest {
             state: input.state,
             forwarded_props: input.forwarded_props,
             resume: input.resume,
+            prompt_sections: Vec::new(),
+            decisions: Vec::new(),
         }
     }
 }
@@ -99,6 +135,9 @@ pub enum AgentUpdate {
     Usage(TokenUsage),
     /// A request for input; the run ends with an `interrupt` outcome.
     Interrupt(Interrupt),
+    /// A call waiting for approval. The approval gate turns it into an interrupt or a client
+    /// tool call; one that reaches the encoder is a wiring bug and ends the run.
+    ApprovalRequest(ApprovalRequest),
 }
 
 impl From<EventBody> for AgentUpdate {
@@ -120,6 +159,9 @@ pub enum AgentError {
     MalformedModelOutput(String),
     #[error("the model was still calling tools after {0} model calls")]
     MaxIterations(u32),
+    /// A resume that does not match the run's open approvals.
+    #[error("{message}")]
+    Resume { code: &'static str, message: String },
     #[error("internal error: {0}")]
     Internal(String),
 }
@@ -132,6 +174,7 @@ impl AgentError {
             AgentError::Llm(error) => error.code(),
             AgentError::MalformedModelOutput(_) => "upstream_malformed",
             AgentError::MaxIterations(_) => "max_iterations",
+            AgentError::Resume { code, .. } => code,
             AgentError::Internal(_) => "internal_error",
         }
     }
@@ -147,6 +190,7 @@ impl AgentError {
             AgentError::MalformedModelOutput(_) => {
                 "The model sent a reply that could not be understood.".to_owned()
             }
+            AgentError::Resume { message, .. } => message.clone(),
             AgentError::Internal(_) => "An internal error ended the run.".to_owned(),
         }
     }

@@ -1,14 +1,26 @@
 //! The one place agents are assembled from settings, and the order of their middlewares.
 //!
 //! Each wrapper added here wraps everything built before it: the last one added sees the
-//! client's request first and the update stream last. Today the pipeline is the base
-//! [`ChatAgent`](super::ChatAgent) alone; state, approval and predictive-state middlewares slot
-//! in here as they are built.
+//! client's request first and the update stream last. Outermost first:
+//! 1. `ClientStateInjection` validates the untrusted state before anything else runs (a 422
+//!    costs nothing), and its defaults snapshot must be the first state event of the stream so
+//!    every later delta applies on top of it;
+//! 2. `StatusSnapshots` wraps everything below so its status patches bracket the whole run;
+//! 3. `ApprovalGate` verifies decisions before the base agent acts on them, and turns the base
+//!    agent's approval requests into interrupts or approval tool calls;
+//! 4. `PredictiveStateDeltas` (when the agent has `predict_state` rules) streams tool arguments
+//!    as state deltas; it sits on the base agent to see raw tool-call events and every state
+//!    event below it;
+//! 5. `ChatAgent`, the base: model, tools, and state updates from tools.
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::middleware::{PredictiveStateDeltas, PredictiveStateRules};
+use super::approval::{ApprovalPolicies, ApprovalSigner};
+use super::middleware::{
+    ApprovalGate, ClientStateInjection, PredictiveStateDeltas, PredictiveStateRules,
+    StatusSnapshots,
+};
 use super::{Agent, ChatAgent, ChatAgentConfig};
 use crate::llm::LlmClient;
 use crate::settings::AgentSettings;
@@ -16,16 +28,21 @@ use crate::tools::{Tool, ToolRegistry};
 
 /// Builds the agent named `name` from its settings, with `extra_tools` registered after the
 /// configured ones (a Rust tool of the same name replaces a configured one).
+///
+/// # Errors
+/// A misconfigured tool or state schema, described for the operator.
 pub fn build(
     name: &str,
     settings: &AgentSettings,
     llm: LlmClient,
     extra_tools: &[Arc<dyn Tool>],
-) -> Arc<dyn Agent> {
-    let mut tools = ToolRegistry::from_settings(&settings.tools);
+    approval_key: &str,
+) -> Result<Arc<dyn Agent>, String> {
+    let mut tools = ToolRegistry::from_settings(&settings.tools).map_err(|e| e.to_string())?;
     for tool in extra_tools {
-        tools.register(tool.clone());
+        tools.register(tool.clone()).map_err(|e| e.to_string())?;
     }
+    let approvals = ApprovalPolicies::from_settings(&settings.tools)?;
     let config = ChatAgentConfig {
         name: name.to_owned(),
         instructions: settings.instructions.clone(),
@@ -33,6 +50,9 @@ pub fn build(
         max_iterations: settings.max_iterations,
         tool_timeout: Duration::from_secs(settings.tool_timeout_secs),
         tool_name_clash: settings.tool_name_clash,
+        state_rules: settings.state.from_tools.clone(),
+        approvals: approvals.clone(),
+        rejected_message: settings.approval.rejected_message.clone(),
     };
     let mut agent: Arc<dyn Agent> = Arc::new(ChatAgent::new(llm, config, tools));
     // Right above the chat agent: it needs the raw tool-call events (arguments as they stream,
@@ -42,5 +62,17 @@ pub fn build(
     if !predictive.is_empty() {
         agent = Arc::new(PredictiveStateDeltas::new(agent, predictive));
     }
-    agent
+    // Always present: it also refuses a `resume` sent to an agent that asked nothing.
+    let signer = ApprovalSigner::new(approval_key, settings.approval.ttl_secs);
+    agent = Arc::new(ApprovalGate::new(
+        agent,
+        approvals,
+        signer,
+        settings.approval.clone(),
+    ));
+    if settings.status.enabled {
+        agent = Arc::new(StatusSnapshots::new(agent, settings.status.key.clone()));
+    }
+    agent = Arc::new(ClientStateInjection::new(agent, settings.state.clone())?);
+    Ok(agent)
 }

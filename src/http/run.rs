@@ -203,6 +203,13 @@ impl Pump {
             Ok(Some(Ok(AgentUpdate::Interrupt(interrupt)))) => {
                 self.encoder.add_interrupt(interrupt)
             }
+            Ok(Some(Ok(AgentUpdate::ApprovalRequest(request)))) => {
+                tracing::error!(
+                    tool = %request.tool_name,
+                    "an approval request reached the encoder: no approval gate is wired"
+                );
+                self.end_with_error("internal_error", "An internal error ended the run.", out);
+            }
         }
     }
 

@@ -513,7 +513,17 @@ impl ChunkParser {
 
 /// A payload must be a JSON object to be a chunk (`[]` or `42` would otherwise deserialize
 /// into an empty struct and be silently ignored).
+///
+/// Almost every chunk has the types the spec gives, so it is first read straight from the text
+/// into typed structs, once. Only when that fails (a field of an unexpected type, content as
+/// parts, arguments as an object, or not JSON at all) is it read again, leniently, through a
+/// `Value`: that path allocates a tree and costs several times more per chunk.
 fn parse_object(data: &str) -> Result<WireChunk, String> {
+    if data.trim_start().starts_with('{') {
+        if let Ok(chunk) = serde_json::from_str::<fast::Chunk>(data) {
+            return Ok(chunk.into());
+        }
+    }
     match serde_json::from_str::<Value>(data) {
         Ok(value @ Value::Object(_)) => {
             WireChunk::deserialize(value).map_err(|e| format!("not a chunk: {e}"))
@@ -655,6 +665,181 @@ impl StreamDecoder {
     fn fail(&mut self, error: LlmError, out: &mut Vec<Result<LlmEvent, LlmError>>) {
         self.ended = true;
         out.push(Err(error));
+    }
+}
+
+/// The typed fast path of [`parse_object`]: the spec's types, no leniency, unknown fields
+/// ignored. Any surprise makes the whole parse fail, and the lenient path takes over.
+mod fast {
+    use serde::Deserialize;
+    use serde_json::Value;
+
+    use super::{
+        WireChoice, WireChunk, WireCompletionDetails, WireDelta, WireFunction, WirePromptDetails,
+        WireToolCall, WireUsage,
+    };
+
+    #[derive(Deserialize)]
+    pub(super) struct Chunk {
+        #[serde(default)]
+        choices: Option<Vec<Choice>>,
+        #[serde(default)]
+        usage: Option<Usage>,
+        #[serde(default)]
+        error: Option<Value>,
+        #[serde(default)]
+        object: Option<String>,
+        #[serde(default)]
+        message: Option<Value>,
+        #[serde(default)]
+        code: Option<Value>,
+    }
+
+    #[derive(Deserialize)]
+    struct Choice {
+        #[serde(default)]
+        index: Option<u64>,
+        #[serde(default)]
+        delta: Option<Delta>,
+        #[serde(default)]
+        message: Option<Delta>,
+        #[serde(default)]
+        finish_reason: Option<String>,
+    }
+
+    #[derive(Deserialize)]
+    struct Delta {
+        #[serde(default)]
+        content: Option<String>,
+        #[serde(default)]
+        reasoning_content: Option<String>,
+        #[serde(default)]
+        reasoning: Option<String>,
+        #[serde(default)]
+        refusal: Option<String>,
+        #[serde(default)]
+        tool_calls: Option<Vec<ToolCall>>,
+        #[serde(default)]
+        function_call: Option<Function>,
+    }
+
+    #[derive(Deserialize)]
+    struct ToolCall {
+        #[serde(default)]
+        index: Option<u64>,
+        #[serde(default)]
+        id: Option<String>,
+        #[serde(default)]
+        function: Option<Function>,
+    }
+
+    #[derive(Deserialize)]
+    struct Function {
+        #[serde(default)]
+        name: Option<String>,
+        #[serde(default)]
+        arguments: Option<String>,
+    }
+
+    #[derive(Deserialize)]
+    struct Usage {
+        #[serde(default)]
+        prompt_tokens: Option<u64>,
+        #[serde(default)]
+        completion_tokens: Option<u64>,
+        #[serde(default)]
+        completion_tokens_details: Option<CompletionDetails>,
+        #[serde(default)]
+        prompt_tokens_details: Option<PromptDetails>,
+    }
+
+    #[derive(Deserialize)]
+    struct CompletionDetails {
+        #[serde(default)]
+        reasoning_tokens: Option<u64>,
+    }
+
+    #[derive(Deserialize)]
+    struct PromptDetails {
+        #[serde(default)]
+        cached_tokens: Option<u64>,
+    }
+
+    impl From<Chunk> for WireChunk {
+        fn from(chunk: Chunk) -> Self {
+            WireChunk {
+                choices: chunk
+                    .choices
+                    .map(|choices| choices.into_iter().map(Into::into).collect()),
+                usage: chunk.usage.map(Into::into),
+                error: chunk.error,
+                object: chunk.object,
+                message: chunk.message,
+                code: chunk.code,
+            }
+        }
+    }
+
+    impl From<Choice> for WireChoice {
+        fn from(choice: Choice) -> Self {
+            WireChoice {
+                index: choice.index,
+                delta: choice.delta.map(Into::into),
+                message: choice.message.map(Into::into),
+                finish_reason: choice.finish_reason,
+            }
+        }
+    }
+
+    impl From<Delta> for WireDelta {
+        fn from(delta: Delta) -> Self {
+            WireDelta {
+                content: delta.content.map(Value::String),
+                reasoning_content: delta.reasoning_content,
+                reasoning: delta.reasoning,
+                refusal: delta.refusal,
+                tool_calls: delta
+                    .tool_calls
+                    .map(|calls| calls.into_iter().map(Into::into).collect()),
+                function_call: delta.function_call.map(Into::into),
+            }
+        }
+    }
+
+    impl From<ToolCall> for WireToolCall {
+        fn from(call: ToolCall) -> Self {
+            WireToolCall {
+                index: call.index,
+                id: call.id,
+                function: call.function.map(Into::into),
+            }
+        }
+    }
+
+    impl From<Function> for WireFunction {
+        fn from(function: Function) -> Self {
+            WireFunction {
+                name: function.name,
+                arguments: function.arguments.map(Value::String),
+            }
+        }
+    }
+
+    impl From<Usage> for WireUsage {
+        fn from(usage: Usage) -> Self {
+            WireUsage {
+                prompt_tokens: usage.prompt_tokens,
+                completion_tokens: usage.completion_tokens,
+                completion_tokens_details: usage.completion_tokens_details.map(|d| {
+                    WireCompletionDetails {
+                        reasoning_tokens: d.reasoning_tokens,
+                    }
+                }),
+                prompt_tokens_details: usage.prompt_tokens_details.map(|d| WirePromptDetails {
+                    cached_tokens: d.cached_tokens,
+                }),
+            }
+        }
     }
 }
 

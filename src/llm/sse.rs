@@ -110,7 +110,12 @@ impl SseDecoder {
 
 impl EventFields {
     fn process_line(&mut self, line: &[u8], out: &mut Vec<SseEvent>) {
-        let decoded = String::from_utf8_lossy(line);
+        // Valid UTF-8 is the rule: check it with the fast validator and borrow; only a broken
+        // line pays for the replacement-character copy.
+        let decoded = match std::str::from_utf8(line) {
+            Ok(text) => std::borrow::Cow::Borrowed(text),
+            Err(_) => String::from_utf8_lossy(line),
+        };
         let mut line: &str = &decoded;
         if !self.first_line_seen {
             self.first_line_seen = true;

@@ -1,10 +1,16 @@
 //! Server-side tools: the [`Tool`] trait, the per-agent [`ToolRegistry`], and the declarative
-//! tool kinds that configuration can create (`static` for now).
+//! tool kinds that configuration can create: `static`, `state` and `http`.
 //!
 //! A tool receives arguments the *model* wrote from a conversation the *client* sent: both are
-//! untrusted. Tools validate what they use and report failures as [`ToolError`], which the agent
-//! hands back to the model as a tool result it can react to; a tool never ends the process.
+//! untrusted. The registry validates arguments against the tool's JSON Schema before the tool
+//! runs; tools report failures as [`ToolError`], which the agent hands back to the model as a
+//! tool result it can react to; a tool never ends the process.
+//!
+//! A tool answers with a [`ToolOutput`]: the content the model (and the UI) sees, and optionally
+//! a [`StateUpdate`] for the shared state, like a LangGraph `Command(update=...)`.
 
+mod http_post;
+mod state_write;
 mod static_result;
 
 use std::collections::BTreeMap;
@@ -16,7 +22,97 @@ use futures_util::future::BoxFuture;
 use serde_json::Value;
 
 use crate::settings::{ToolKindSettings, ToolSettings};
+pub use http_post::HttpPostTool;
+pub(crate) use state_write::select_argument;
+pub use state_write::StateWriteTool;
 pub use static_result::StaticResultTool;
+
+/// What a tool call produced.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolOutput {
+    /// The result for the model and the UI: a JSON string is sent as is, anything else as
+    /// compact JSON text.
+    pub content: Value,
+    /// An update of the shared state, if the tool makes one.
+    pub state: Option<StateUpdate>,
+}
+
+impl From<Value> for ToolOutput {
+    fn from(content: Value) -> Self {
+        ToolOutput {
+            content,
+            state: None,
+        }
+    }
+}
+
+/// A change a tool makes to the shared state.
+#[derive(Debug, Clone, PartialEq)]
+pub enum StateUpdate {
+    /// The whole new state.
+    Snapshot(Value),
+    /// An RFC 6902 patch of the current state; a patch that does not apply is a tool error.
+    Delta(json_patch::Patch),
+    /// Top-level keys set to new values, every other key kept.
+    Set(serde_json::Map<String, Value>),
+    /// Top-level keys set only where the state does not have them yet (initial values that
+    /// must not overwrite what the user already chose).
+    SetIfAbsent(serde_json::Map<String, Value>),
+    /// Several updates, applied in order, all or none.
+    Many(Vec<StateUpdate>),
+}
+
+impl StateUpdate {
+    /// Reads the envelope form: `{"snapshot": v}`, or `{"delta": [...]}`, or one or both of
+    /// `{"set": {...}, "set_if_absent": {...}}` (`set` applied first).
+    ///
+    /// # Errors
+    /// A message naming what is wrong, for the model (or the operator) to read.
+    pub fn from_envelope(value: Value) -> Result<Self, ToolError> {
+        const SHAPE: &str = "`state` must be {\"snapshot\": ...}, {\"delta\": [...]}, or \
+                             {\"set\": {...}} and/or {\"set_if_absent\": {...}}";
+        let Value::Object(mut map) = value else {
+            return Err(ToolError::Failed(SHAPE.into()));
+        };
+        let single = map.len() == 1;
+        if let Some(snapshot) = map.remove("snapshot") {
+            return if single {
+                Ok(StateUpdate::Snapshot(snapshot))
+            } else {
+                Err(ToolError::Failed(SHAPE.into()))
+            };
+        }
+        if let Some(delta) = map.remove("delta") {
+            if !single {
+                return Err(ToolError::Failed(SHAPE.into()));
+            }
+            return serde_json::from_value(delta)
+                .map(StateUpdate::Delta)
+                .map_err(|e| {
+                    ToolError::Failed(format!("`state.delta` is not an RFC 6902 patch: {e}"))
+                });
+        }
+        let mut updates = Vec::new();
+        match map.remove("set") {
+            Some(Value::Object(set)) => updates.push(StateUpdate::Set(set)),
+            Some(_) => return Err(ToolError::Failed(SHAPE.into())),
+            None => {}
+        }
+        match map.remove("set_if_absent") {
+            Some(Value::Object(set)) => updates.push(StateUpdate::SetIfAbsent(set)),
+            Some(_) => return Err(ToolError::Failed(SHAPE.into())),
+            None => {}
+        }
+        if updates.is_empty() || !map.is_empty() {
+            return Err(ToolError::Failed(SHAPE.into()));
+        }
+        Ok(if updates.len() == 1 {
+            updates.remove(0)
+        } else {
+            StateUpdate::Many(updates)
+        })
+    }
+}
 
 /// What a tool knows about the run that called it.
 #[derive(Debug, Clone)]
@@ -43,25 +139,92 @@ pub enum ToolError {
     Unknown(String),
 }
 
+/// What the model is told about a tool.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolDefinition {
+    /// 1 to 64 of `[A-Za-z0-9_-]`.
+    pub name: String,
+    pub description: String,
+    /// JSON Schema of the arguments object.
+    pub parameters: Value,
+}
+
+impl ToolDefinition {
+    pub fn new(name: &str, description: &str, parameters: Value) -> Self {
+        ToolDefinition {
+            name: name.to_owned(),
+            description: description.to_owned(),
+            parameters,
+        }
+    }
+}
+
 /// A server-side tool the model can call.
 pub trait Tool: Send + Sync + 'static {
-    fn name(&self) -> &str;
-    fn description(&self) -> &str;
-    /// JSON Schema of the arguments object.
-    fn parameters(&self) -> &Value;
-    /// Runs the tool. The returned value becomes the tool result: a JSON string is sent as is,
-    /// anything else as compact JSON text.
+    fn definition(&self) -> &ToolDefinition;
+    /// Runs the tool with arguments that already satisfy [`Tool::parameters`].
     fn call<'a>(
         &'a self,
         arguments: Value,
         context: ToolContext,
-    ) -> BoxFuture<'a, Result<Value, ToolError>>;
+    ) -> BoxFuture<'a, Result<ToolOutput, ToolError>>;
+}
+
+/// A registered tool with its compiled argument validator.
+#[derive(Clone)]
+pub struct RegisteredTool {
+    pub tool: Arc<dyn Tool>,
+    validator: Option<Arc<jsonschema::Validator>>,
+}
+
+impl fmt::Debug for RegisteredTool {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RegisteredTool")
+            .field("name", &self.tool.definition().name)
+            .field("validated", &self.validator.is_some())
+            .finish()
+    }
+}
+
+impl RegisteredTool {
+    /// Checks the arguments against the tool's schema.
+    ///
+    /// # Errors
+    /// [`ToolError::InvalidArguments`] naming the first failing paths, for the model to fix.
+    pub fn validate(&self, arguments: &Value) -> Result<(), ToolError> {
+        match self
+            .validator
+            .as_deref()
+            .and_then(|v| schema_violations(v, arguments))
+        {
+            None => Ok(()),
+            Some(problems) => Err(ToolError::InvalidArguments(problems)),
+        }
+    }
+}
+
+/// The first few ways `instance` fails `validator`, each as `at /path: message`, joined by
+/// `; `; `None` when it passes.
+pub fn schema_violations(validator: &jsonschema::Validator, instance: &Value) -> Option<String> {
+    let problems: Vec<String> = validator
+        .iter_errors(instance)
+        .take(5)
+        .map(|error| {
+            let path = error.instance_path().to_string();
+            if path.is_empty() {
+                format!("at the top level: {error}")
+            } else {
+                format!("at {path}: {error}")
+            }
+        })
+        .collect();
+    (!problems.is_empty()).then(|| problems.join("; "))
 }
 
 /// The server-side tools of one agent, by name.
 #[derive(Clone, Default)]
 pub struct ToolRegistry {
-    tools: BTreeMap<String, Arc<dyn Tool>>,
+    tools: BTreeMap<String, RegisteredTool>,
 }
 
 impl fmt::Debug for ToolRegistry {
@@ -70,32 +233,104 @@ impl fmt::Debug for ToolRegistry {
     }
 }
 
+/// Why a tool could not be registered.
+#[derive(Debug, thiserror::Error)]
+pub enum ToolSetupError {
+    #[error("tool `{tool}`: the parameters are not a valid JSON Schema: {message}")]
+    InvalidSchema { tool: String, message: String },
+    #[error("tool `{tool}`: {message}")]
+    Invalid { tool: String, message: String },
+}
+
 impl ToolRegistry {
     /// Builds the declarative tools of an agent's configuration.
-    pub fn from_settings(tools: &[ToolSettings]) -> Self {
+    ///
+    /// # Errors
+    /// A tool whose parameters are not a valid JSON Schema, or whose kind is misconfigured.
+    pub fn from_settings(tools: &[ToolSettings]) -> Result<Self, ToolSetupError> {
         let mut registry = ToolRegistry::default();
         for tool in tools {
             let parameters = tool.parameters.clone().unwrap_or_else(empty_object_schema);
-            match &tool.kind {
-                ToolKindSettings::Static { result } => {
-                    registry.register(Arc::new(StaticResultTool::new(
+            let built: Arc<dyn Tool> = match &tool.kind {
+                ToolKindSettings::Static { result, state } => {
+                    let state = state
+                        .clone()
+                        .map(StateUpdate::from_envelope)
+                        .transpose()
+                        .map_err(|e| ToolSetupError::Invalid {
+                            tool: tool.name.clone(),
+                            message: e.to_string(),
+                        })?;
+                    Arc::new(StaticResultTool::new(
                         &tool.name,
                         &tool.description,
                         parameters,
                         result.clone(),
-                    )))
+                        state,
+                    ))
                 }
-            }
+                ToolKindSettings::State {
+                    key,
+                    argument,
+                    confirmation,
+                } => Arc::new(StateWriteTool::new(
+                    &tool.name,
+                    &tool.description,
+                    parameters,
+                    key,
+                    argument,
+                    confirmation,
+                )),
+                ToolKindSettings::Http {
+                    url,
+                    headers_from_env,
+                    timeout_secs,
+                    envelope,
+                } => Arc::new(
+                    HttpPostTool::new(
+                        &tool.name,
+                        &tool.description,
+                        parameters,
+                        url,
+                        headers_from_env,
+                        Duration::from_secs(*timeout_secs),
+                        *envelope,
+                    )
+                    .map_err(|message| ToolSetupError::Invalid {
+                        tool: tool.name.clone(),
+                        message,
+                    })?,
+                ),
+            };
+            registry.register(built)?;
         }
-        registry
+        Ok(registry)
     }
 
     /// Adds a tool, replacing any tool of the same name.
-    pub fn register(&mut self, tool: Arc<dyn Tool>) {
-        self.tools.insert(tool.name().to_owned(), tool);
+    ///
+    /// # Errors
+    /// The tool's parameters are not a valid JSON Schema.
+    pub fn register(&mut self, tool: Arc<dyn Tool>) -> Result<(), ToolSetupError> {
+        let definition = tool.definition();
+        let schema = &definition.parameters;
+        // An empty schema accepts everything: nothing to compile.
+        let validator = if schema.as_object().is_some_and(|o| o.is_empty()) {
+            None
+        } else {
+            let validator =
+                jsonschema::validator_for(schema).map_err(|e| ToolSetupError::InvalidSchema {
+                    tool: definition.name.clone(),
+                    message: e.to_string(),
+                })?;
+            Some(Arc::new(validator))
+        };
+        let name = definition.name.clone();
+        self.tools.insert(name, RegisteredTool { tool, validator });
+        Ok(())
     }
 
-    pub fn get(&self, name: &str) -> Option<&Arc<dyn Tool>> {
+    pub fn get(&self, name: &str) -> Option<&RegisteredTool> {
         self.tools.get(name)
     }
 
@@ -104,7 +339,14 @@ impl ToolRegistry {
     }
 
     pub fn iter(&self) -> impl Iterator<Item = &Arc<dyn Tool>> {
-        self.tools.values()
+        self.tools.values().map(|registered| &registered.tool)
+    }
+
+    /// This registry without the tool named `name`.
+    pub fn without(&self, name: &str) -> ToolRegistry {
+        let mut tools = self.tools.clone();
+        tools.remove(name);
+        ToolRegistry { tools }
     }
 
     pub fn is_empty(&self) -> bool {

@@ -1,49 +1,50 @@
-//! The `static` tool kind: returns a configured JSON value, whatever the arguments. Enough to
-//! serve a `get_weather`-style backend tool in demos and tests without writing code.
+//! The `static` tool kind: returns a configured JSON value, whatever the arguments, and may
+//! update the state with a configured update. Enough to serve a `get_weather`-style backend
+//! tool, or to initialise a state, in demos and tests without writing code.
 
 use futures_util::future::BoxFuture;
 use futures_util::FutureExt;
 use serde_json::Value;
 
-use super::{Tool, ToolContext, ToolError};
+use super::{StateUpdate, Tool, ToolContext, ToolDefinition, ToolError, ToolOutput};
 
 #[derive(Debug, Clone)]
 pub struct StaticResultTool {
-    name: String,
-    description: String,
-    parameters: Value,
+    definition: ToolDefinition,
     result: Value,
+    state: Option<StateUpdate>,
 }
 
 impl StaticResultTool {
-    pub fn new(name: &str, description: &str, parameters: Value, result: Value) -> Self {
+    pub fn new(
+        name: &str,
+        description: &str,
+        parameters: Value,
+        result: Value,
+        state: Option<StateUpdate>,
+    ) -> Self {
         StaticResultTool {
-            name: name.to_owned(),
-            description: description.to_owned(),
-            parameters,
+            definition: ToolDefinition::new(name, description, parameters),
             result,
+            state,
         }
     }
 }
 
 impl Tool for StaticResultTool {
-    fn name(&self) -> &str {
-        &self.name
-    }
-
-    fn description(&self) -> &str {
-        &self.description
-    }
-
-    fn parameters(&self) -> &Value {
-        &self.parameters
+    fn definition(&self) -> &ToolDefinition {
+        &self.definition
     }
 
     fn call<'a>(
         &'a self,
         _arguments: Value,
         _context: ToolContext,
-    ) -> BoxFuture<'a, Result<Value, ToolError>> {
-        futures_util::future::ready(Ok(self.result.clone())).boxed()
+    ) -> BoxFuture<'a, Result<ToolOutput, ToolError>> {
+        futures_util::future::ready(Ok(ToolOutput {
+            content: self.result.clone(),
+            state: self.state.clone(),
+        }))
+        .boxed()
     }
 }

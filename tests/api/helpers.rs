@@ -48,7 +48,13 @@ pub(crate) fn static_tool(name: &str, result: Value) -> ToolSettings {
         name: name.into(),
         description: format!("The {name} server tool."),
         parameters: Some(json!({"type": "object", "properties": {}})),
-        kind: ToolKindSettings::Static { result },
+        approval: Default::default(),
+        allow_edit: false,
+        approval_message: None,
+        kind: ToolKindSettings::Static {
+            result,
+            state: None,
+        },
     }
 }
 
@@ -60,8 +66,10 @@ pub(crate) fn default_weather_result() -> Value {
         .iter()
         .find(|t| t.name == "get_weather")
         .expect("the default agent has get_weather");
-    let ToolKindSettings::Static { result } = &tool.kind;
-    result.clone()
+    match &tool.kind {
+        ToolKindSettings::Static { result, .. } => result.clone(),
+        other => panic!("get_weather is configured as a static tool, not {other:?}"),
+    }
 }
 
 impl TestApp {

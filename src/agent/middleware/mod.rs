@@ -2,6 +2,12 @@
 //! what it does. Per-run logic lives in an [`UpdateMapper`](super::UpdateMapper) so it is tested
 //! with vectors; [`pipeline`](super::pipeline) is the one place that orders them.
 
+mod approval_gate;
+mod client_state;
 mod predictive_state;
+mod status;
 
+pub use approval_gate::ApprovalGate;
+pub use client_state::ClientStateInjection;
 pub use predictive_state::{PredictStateRule, PredictiveStateDeltas, PredictiveStateRules};
+pub use status::StatusSnapshots;

@@ -1,0 +1,465 @@
+//! `ApprovalGate`: carries approval requests to the client and verified decisions back.
+//!
+//! Out: the base agent does not run a call that needs approval; it emits an `ApprovalRequest`.
+//! For a 1.0 client the gate turns it into an interrupt (`reason: "tool_call"`, the call's id,
+//! a question, a `responseSchema` with `approved` and, where the tool allows it, `editedArgs`),
+//! so the run ends with an `interrupt` outcome. A 0.x client has no interrupts: it gets a client
+//! tool call (`request_approval` by default) whose arguments name the call, answered by a tool
+//! message `{"approved": bool}` (CopilotKit's `{"accepted": bool}` too).
+//!
+//! In: `resume` entries (1.0) and answered approval calls (0.x) become `ToolDecision`s, each
+//! verified against the signed id (see [`crate::agent::approval`]): unknown, forged, swapped,
+//! expired, duplicated or missing answers end the run with `RUN_ERROR` and a specific code, and
+//! the tool never runs. The approval protocol never reaches the model: the approval tool is not
+//! offered to it, and its calls and answers (and CopilotKit's echo of an interrupt answer) are
+//! removed from the history, so the provider sees one clean call/result pair.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+
+use futures_util::stream::{self, StreamExt};
+use serde_json::{json, Value};
+
+use crate::agent::approval::{ApprovalPolicies, ApprovalSigner, ApprovalSubject, IdCheck};
+use crate::agent::{
+    map_updates, new_id, Agent, AgentError, AgentStream, AgentUpdate, ApprovalRequest,
+    DecisionOutcome, RunRequest, ToolDecision, UpdateMapper,
+};
+use crate::protocol::{
+    Content, EventBody, Interrupt, Message, MessageRef, ProtocolVersion, ResumeStatus,
+    TextMessageContent, TextMessageStart, TextRole, ToolCallArgs, ToolCallRef, ToolCallStart,
+};
+use crate::settings::ApprovalSettings;
+
+pub struct ApprovalGate {
+    inner: Arc<dyn Agent>,
+    policies: ApprovalPolicies,
+    signer: ApprovalSigner,
+    settings: ApprovalSettings,
+}
+
+impl std::fmt::Debug for ApprovalGate {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ApprovalGate")
+            .field("policies", &self.policies)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A tool call found in the client's history.
+struct HistoryCall {
+    id: String,
+    name: String,
+    /// Parsed arguments (`Null` when they are not JSON).
+    arguments: Value,
+    /// Index of the assistant message holding it.
+    message_index: usize,
+}
+
+impl ApprovalGate {
+    pub fn new(
+        inner: Arc<dyn Agent>,
+        policies: ApprovalPolicies,
+        signer: ApprovalSigner,
+        settings: ApprovalSettings,
+    ) -> Self {
+        ApprovalGate {
+            inner,
+            policies,
+            signer,
+            settings,
+        }
+    }
+
+    fn subject<'a>(&self, thread_id: &'a str, call: &'a HistoryCall) -> ApprovalSubject<'a> {
+        ApprovalSubject {
+            thread_id,
+            tool_call_id: &call.id,
+            tool_name: &call.name,
+            arguments: &call.arguments,
+        }
+    }
+
+    /// Verifies every answer the request carries and removes the approval protocol from its
+    /// history. See the module docs for the rules.
+    fn take_decisions(&self, request: &mut RunRequest) -> Result<Vec<ToolDecision>, AgentError> {
+        let approval_tool = self.settings.client_tool_name.as_str();
+        let calls = history_calls(&request.messages);
+        let answers = tool_answers(&request.messages);
+        let mut decisions: Vec<ToolDecision> = Vec::new();
+        let mut decided: HashSet<String> = HashSet::new();
+        // Calls and tool messages that belong to the approval protocol, not the conversation.
+        let mut protocol_calls: HashSet<String> = HashSet::new();
+        let mut protocol_answers: HashSet<String> = HashSet::new();
+
+        // 0.x: answered approval tool calls.
+        for approval in calls.iter().filter(|c| c.name == approval_tool) {
+            protocol_calls.insert(approval.id.clone());
+            protocol_answers.insert(approval.id.clone());
+            let Some(answer) = answers.iter().find(|(id, _)| *id == approval.id) else {
+                continue; // never answered: the user moved on, the call is dropped
+            };
+            let target = approval.arguments.get("toolCallId").and_then(Value::as_str);
+            let call = calls
+                .iter()
+                .find(|c| Some(c.id.as_str()) == target && c.name != approval_tool)
+                .ok_or_else(|| unknown(&approval.id))?;
+            self.verify(&approval.id, &request.thread_id, call)?;
+            if !decided.insert(call.id.clone()) {
+                return Err(answered_twice(&approval.id));
+            }
+            protocol_answers.insert(call.id.clone());
+            decisions.push(ToolDecision {
+                tool_call_id: call.id.clone(),
+                tool_name: call.name.clone(),
+                outcome: self.client_answer(&call.name, &call.arguments, &answer.1),
+            });
+        }
+
+        // 1.0: resume entries.
+        let mut seen_interrupts: HashSet<&str> = HashSet::new();
+        for entry in &request.resume {
+            if !seen_interrupts.insert(entry.interrupt_id.as_str()) {
+                return Err(answered_twice(&entry.interrupt_id));
+            }
+            let mut expired = false;
+            let call = calls
+                .iter()
+                .filter(|c| c.name != approval_tool)
+                .find(|call| {
+                    match self
+                        .signer
+                        .check(&entry.interrupt_id, self.subject(&request.thread_id, call))
+                    {
+                        IdCheck::Valid => true,
+                        IdCheck::Expired => {
+                            expired = true;
+                            false
+                        }
+                        IdCheck::Mismatch => false,
+                    }
+                });
+            let Some(call) = call else {
+                return Err(if expired {
+                    expired_error(&entry.interrupt_id)
+                } else {
+                    unknown(&entry.interrupt_id)
+                });
+            };
+            if !decided.insert(call.id.clone()) {
+                return Err(answered_twice(&entry.interrupt_id));
+            }
+            // CopilotKit also appends the answer as a tool message for the call: an echo of
+            // the decision, not a tool result.
+            protocol_answers.insert(call.id.clone());
+            let outcome = match entry.status {
+                ResumeStatus::Cancelled => DecisionOutcome::Declined,
+                ResumeStatus::Resolved => self.resume_answer(
+                    &entry.interrupt_id,
+                    &call.name,
+                    &call.arguments,
+                    entry.payload.as_ref(),
+                )?,
+            };
+            decisions.push(ToolDecision {
+                tool_call_id: call.id.clone(),
+                tool_name: call.name.clone(),
+                outcome,
+            });
+        }
+
+        // A call of the latest turn still waiting for approval must be answered now.
+        if let Some(last_turn) = calls.iter().map(|c| c.message_index).max() {
+            let moved_on = request.messages[last_turn + 1..]
+                .iter()
+                .any(|m| matches!(m, Message::User(_)));
+            let waiting = calls.iter().find(|call| {
+                call.message_index == last_turn
+                    && call.name != approval_tool
+                    && !decided.contains(&call.id)
+                    && !answers.iter().any(|(id, _)| *id == call.id)
+                    && self.policies.requires_approval(&call.name, &call.arguments)
+            });
+            if let (Some(call), false) = (waiting, moved_on) {
+                return Err(AgentError::Resume {
+                    code: "interrupt_unanswered",
+                    message: format!(
+                        "the call `{}` of `{}` is waiting for approval: answer its interrupt in `resume`",
+                        call.id, call.name
+                    ),
+                });
+            }
+        }
+
+        strip_protocol(&mut request.messages, &protocol_calls, &protocol_answers);
+        Ok(decisions)
+    }
+
+    fn verify(&self, id: &str, thread_id: &str, call: &HistoryCall) -> Result<(), AgentError> {
+        match self.signer.check(id, self.subject(thread_id, call)) {
+            IdCheck::Valid => Ok(()),
+            IdCheck::Expired => Err(expired_error(id)),
+            IdCheck::Mismatch => Err(unknown(id)),
+        }
+    }
+
+    /// A 1.0 resume payload: `{approved: bool, editedArgs?: object}` (`accepted` is read as
+    /// `approved`). Anything else fails the interrupt's `responseSchema`.
+    fn resume_answer(
+        &self,
+        interrupt_id: &str,
+        tool: &str,
+        arguments: &Value,
+        payload: Option<&Value>,
+    ) -> Result<DecisionOutcome, AgentError> {
+        let invalid = |why: &str| AgentError::Resume {
+            code: "invalid_resume_payload",
+            message: format!("the answer to interrupt `{interrupt_id}` {why}"),
+        };
+        let payload = payload
+            .and_then(Value::as_object)
+            .ok_or_else(|| invalid("must be an object with `approved`"))?;
+        let approved = payload
+            .get("approved")
+            .or_else(|| payload.get("accepted"))
+            .and_then(Value::as_bool)
+            .ok_or_else(|| invalid("must have a boolean `approved`"))?;
+        if !approved {
+            return Ok(DecisionOutcome::Declined);
+        }
+        match payload.get("editedArgs") {
+            None | Some(Value::Null) => Ok(DecisionOutcome::Approved {
+                arguments: arguments.clone(),
+            }),
+            Some(_) if !self.policies.allows_edit(tool) => Err(invalid(&format!(
+                "edits the arguments, which `{tool}` does not allow"
+            ))),
+            Some(edited @ Value::Object(_)) => Ok(DecisionOutcome::Approved {
+                arguments: edited.clone(),
+            }),
+            Some(_) => Err(invalid("has `editedArgs` that is not an object")),
+        }
+    }
+
+    /// A 0.x answer (a tool message's text). A person's click cannot be re-asked inside a 0.x
+    /// conversation, so an answer that cannot be read declines rather than failing the thread.
+    fn client_answer(&self, tool: &str, arguments: &Value, text: &str) -> DecisionOutcome {
+        let payload: Option<Value> = serde_json::from_str(text).ok();
+        match self.resume_answer("(approval tool call)", tool, arguments, payload.as_ref()) {
+            Ok(outcome) => outcome,
+            Err(error) => {
+                tracing::warn!(%error, "unreadable approval answer: declined");
+                DecisionOutcome::Declined
+            }
+        }
+    }
+}
+
+impl Agent for ApprovalGate {
+    fn run(&self, mut request: RunRequest) -> Result<AgentStream, AgentError> {
+        // The approval tool is the gate's own protocol, never a tool the model may call.
+        request
+            .tools
+            .retain(|tool| tool.name != self.settings.client_tool_name);
+        let decisions = match self.take_decisions(&mut request) {
+            Ok(decisions) => decisions,
+            Err(error) => return Ok(stream::once(async move { Err(error) }).boxed()),
+        };
+        let mut prefix = Vec::new();
+        let any_approved = decisions
+            .iter()
+            .any(|d| matches!(d.outcome, DecisionOutcome::Approved { .. }));
+        if any_approved && !self.settings.accepted_message.is_empty() {
+            text_message(&self.settings.accepted_message, &mut prefix);
+        }
+        request.decisions = decisions;
+        let mapper = GateMapper {
+            client_tool: request.version == ProtocolVersion::Legacy && self.settings.client_tool,
+            client_tool_name: self.settings.client_tool_name.clone(),
+            thread_id: request.thread_id.clone(),
+            policies: self.policies.clone(),
+            signer: self.signer.clone(),
+        };
+        let updates = self.inner.run(request)?;
+        Ok(stream::iter(prefix.into_iter().map(Ok))
+            .chain(map_updates(updates, mapper))
+            .boxed())
+    }
+}
+
+struct GateMapper {
+    /// Ask through a client tool call (0.x clients) rather than an interrupt.
+    client_tool: bool,
+    client_tool_name: String,
+    thread_id: String,
+    policies: ApprovalPolicies,
+    signer: ApprovalSigner,
+}
+
+impl UpdateMapper for GateMapper {
+    fn on_update(
+        &mut self,
+        update: AgentUpdate,
+        out: &mut Vec<AgentUpdate>,
+    ) -> Result<(), AgentError> {
+        let AgentUpdate::ApprovalRequest(request) = update else {
+            out.push(update);
+            return Ok(());
+        };
+        let ApprovalRequest {
+            tool_call_id,
+            tool_name,
+            arguments,
+            parent_message_id,
+        } = request;
+        let id = self.signer.mint(ApprovalSubject {
+            thread_id: &self.thread_id,
+            tool_call_id: &tool_call_id,
+            tool_name: &tool_name,
+            arguments: &arguments,
+        });
+        let message = self.policies.message(&tool_name, &arguments);
+        if self.client_tool {
+            let call_arguments = json!({
+                "toolCallId": tool_call_id,
+                "toolName": tool_name,
+                "arguments": arguments,
+                "message": message,
+                "allowEdit": self.policies.allows_edit(&tool_name),
+            });
+            out.push(AgentUpdate::Event(EventBody::ToolCallStart(
+                ToolCallStart {
+                    tool_call_id: id.clone(),
+                    tool_call_name: self.client_tool_name.clone(),
+                    parent_message_id: Some(parent_message_id),
+                    subagent_run_id: None,
+                },
+            )));
+            out.push(AgentUpdate::Event(EventBody::ToolCallArgs(ToolCallArgs {
+                tool_call_id: id.clone(),
+                delta: call_arguments.to_string(),
+                subagent_run_id: None,
+            })));
+            out.push(AgentUpdate::Event(EventBody::ToolCallEnd(ToolCallRef {
+                tool_call_id: id,
+                subagent_run_id: None,
+            })));
+        } else {
+            out.push(AgentUpdate::Interrupt(Interrupt {
+                expires_at: ApprovalSigner::expires_at(&id),
+                id,
+                reason: "tool_call".to_owned(),
+                message: Some(message),
+                tool_call_id: Some(tool_call_id),
+                response_schema: Some(self.policies.response_schema(&tool_name)),
+                metadata: None,
+                subagent_run_id: None,
+            }));
+        }
+        Ok(())
+    }
+}
+
+fn history_calls(messages: &[Message]) -> Vec<HistoryCall> {
+    let mut calls = Vec::new();
+    for (message_index, message) in messages.iter().enumerate() {
+        let Message::Assistant(assistant) = message else {
+            continue;
+        };
+        for call in &assistant.tool_calls {
+            let arguments = if call.function.arguments.trim().is_empty() {
+                Value::Object(Default::default())
+            } else {
+                serde_json::from_str(&call.function.arguments).unwrap_or(Value::Null)
+            };
+            calls.push(HistoryCall {
+                id: call.id.clone(),
+                name: call.function.name.clone(),
+                arguments,
+                message_index,
+            });
+        }
+    }
+    calls
+}
+
+/// `(tool_call_id, text)` of every tool message.
+fn tool_answers(messages: &[Message]) -> Vec<(String, String)> {
+    messages
+        .iter()
+        .filter_map(|message| match message {
+            Message::Tool(tool) => Some((tool.tool_call_id.clone(), content_text(&tool.content))),
+            _ => None,
+        })
+        .collect()
+}
+
+fn content_text(content: &Content) -> String {
+    content.text()
+}
+
+/// Removes approval calls from assistant messages (and messages left empty), and the tool
+/// messages answering approval calls or echoing decisions.
+fn strip_protocol(messages: &mut Vec<Message>, calls: &HashSet<String>, answers: &HashSet<String>) {
+    if calls.is_empty() && answers.is_empty() {
+        return;
+    }
+    messages.retain_mut(|message| match message {
+        Message::Tool(tool) => !answers.contains(&tool.tool_call_id),
+        Message::Assistant(assistant) => {
+            assistant
+                .tool_calls
+                .retain(|call| !calls.contains(&call.id));
+            !assistant.tool_calls.is_empty()
+                || assistant.content.as_deref().is_some_and(|c| !c.is_empty())
+        }
+        _ => true,
+    });
+}
+
+fn text_message(text: &str, out: &mut Vec<AgentUpdate>) {
+    let message_id = new_id("msg");
+    out.push(AgentUpdate::Event(EventBody::TextMessageStart(
+        TextMessageStart {
+            message_id: message_id.clone(),
+            role: Some(TextRole::Assistant),
+            name: None,
+            subagent_run_id: None,
+        },
+    )));
+    out.push(AgentUpdate::Event(EventBody::TextMessageContent(
+        TextMessageContent {
+            message_id: message_id.clone(),
+            delta: text.to_owned(),
+            subagent_run_id: None,
+        },
+    )));
+    out.push(AgentUpdate::Event(EventBody::TextMessageEnd(MessageRef {
+        message_id,
+        subagent_run_id: None,
+    })));
+}
+
+fn unknown(id: &str) -> AgentError {
+    AgentError::Resume {
+        code: "interrupt_unknown",
+        message: format!(
+            "`{}` matches no approval pending in this thread's history",
+            id.chars().take(80).collect::<String>()
+        ),
+    }
+}
+
+fn expired_error(id: &str) -> AgentError {
+    AgentError::Resume {
+        code: "interrupt_expired",
+        message: format!("the approval `{id}` has expired; ask again"),
+    }
+}
+
+fn answered_twice(id: &str) -> AgentError {
+    AgentError::Resume {
+        code: "interrupt_answered_twice",
+        message: format!("the approval `{id}` is answered more than once"),
+    }
+}

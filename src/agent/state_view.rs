@@ -1,0 +1,167 @@
+//! The server's view of the shared state, and the one function that changes it: every state
+//! update becomes the event that takes the client from its state to the new one, so the two
+//! views stay in step and later deltas apply.
+
+use serde_json::Value;
+
+use crate::protocol::{EventBody, StateDelta, StateSnapshot};
+use crate::tools::StateUpdate;
+
+/// Applies `update` to `state` and returns the events that bring the client along (none when
+/// nothing changes).
+///
+/// A `Set` on an object state becomes `add` operations (which create or replace a member and
+/// leave every other key alone); on any other state it becomes a snapshot of just those keys.
+///
+/// # Errors
+/// A delta that does not apply to `state`; `state` is then unchanged, also for `Many`.
+pub fn apply_update(state: &mut Value, update: StateUpdate) -> Result<Vec<EventBody>, String> {
+    // Work on a copy so a failing part leaves the view as it was (tool updates are rare and
+    // states small; the predictive path does not come through here).
+    let mut next = state.clone();
+    let mut events = Vec::new();
+    apply_into(&mut next, update, &mut events)?;
+    *state = next;
+    Ok(events)
+}
+
+fn apply_into(
+    state: &mut Value,
+    update: StateUpdate,
+    events: &mut Vec<EventBody>,
+) -> Result<(), String> {
+    match update {
+        StateUpdate::Many(updates) => {
+            for update in updates {
+                apply_into(state, update, events)?;
+            }
+        }
+        StateUpdate::Snapshot(snapshot) => {
+            *state = snapshot.clone();
+            events.push(snapshot_event(snapshot));
+        }
+        StateUpdate::Delta(patch) => {
+            json_patch::patch(state, &patch).map_err(|e| e.to_string())?;
+            events.push(delta_event(patch));
+        }
+        StateUpdate::SetIfAbsent(mut members) => {
+            if let Value::Object(object) = state {
+                members.retain(|key, _| !object.contains_key(key));
+            }
+            if !members.is_empty() {
+                apply_into(state, StateUpdate::Set(members), events)?;
+            }
+        }
+        StateUpdate::Set(members) => {
+            let Value::Object(object) = state else {
+                *state = Value::Object(members);
+                events.push(snapshot_event(state.clone()));
+                return Ok(());
+            };
+            let operations: Vec<Value> = members
+                .iter()
+                .map(|(key, value)| {
+                    serde_json::json!({"op": "add", "path": format!("/{}", escape_pointer_token(key)), "value": value})
+                })
+                .collect();
+            let patch: json_patch::Patch = serde_json::from_value(Value::Array(operations))
+                .map_err(|e| format!("internal: could not build a patch: {e}"))?;
+            object.extend(members);
+            events.push(delta_event(patch));
+        }
+    }
+    Ok(())
+}
+
+/// RFC 6901 escaping of one reference token: `~` becomes `~0`, `/` becomes `~1`.
+pub fn escape_pointer_token(token: &str) -> String {
+    token.replace('~', "~0").replace('/', "~1")
+}
+
+fn snapshot_event(snapshot: Value) -> EventBody {
+    EventBody::StateSnapshot(StateSnapshot {
+        snapshot,
+        subagent_run_id: None,
+    })
+}
+
+fn delta_event(delta: json_patch::Patch) -> EventBody {
+    EventBody::StateDelta(StateDelta {
+        delta,
+        subagent_run_id: None,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn set_adds_members_with_escaped_paths_and_keeps_the_rest() {
+        let mut state = json!({"keep": 1});
+        let update = StateUpdate::Set(serde_json::Map::from_iter([("a/b~c".to_owned(), json!(2))]));
+        let events = apply_update(&mut state, update).unwrap();
+        let [EventBody::StateDelta(delta)] = events.as_slice() else {
+            panic!("one delta: {events:?}")
+        };
+        assert_eq!(
+            serde_json::to_value(&delta.delta).unwrap(),
+            json!([{"op": "add", "path": "/a~1b~0c", "value": 2}])
+        );
+        let mut client = json!({"keep": 1});
+        json_patch::patch(&mut client, &delta.delta).unwrap();
+        assert_eq!(client, state);
+        assert_eq!(state, json!({"keep": 1, "a/b~c": 2}));
+    }
+
+    #[test]
+    fn a_delta_that_does_not_apply_changes_nothing() {
+        let mut state = json!({"a": 1});
+        let patch: json_patch::Patch =
+            serde_json::from_value(json!([{"op": "replace", "path": "/missing", "value": 1}]))
+                .unwrap();
+        assert!(apply_update(&mut state, StateUpdate::Delta(patch)).is_err());
+        assert_eq!(state, json!({"a": 1}));
+    }
+
+    #[test]
+    fn set_on_a_non_object_state_becomes_a_snapshot() {
+        let mut state = json!([1, 2]);
+        let update = StateUpdate::Set(serde_json::Map::from_iter([("k".to_owned(), json!(true))]));
+        assert!(matches!(
+            apply_update(&mut state, update).unwrap().as_slice(),
+            [EventBody::StateSnapshot(_)]
+        ));
+        assert_eq!(state, json!({"k": true}));
+    }
+
+    #[test]
+    fn set_if_absent_keeps_what_the_user_chose_and_many_is_all_or_nothing() {
+        let mut state = json!({"selected": ["salt"]});
+        let init = StateUpdate::SetIfAbsent(serde_json::Map::from_iter([
+            ("selected".to_owned(), json!([])),
+            ("available".to_owned(), json!(["salt", "pepper"])),
+        ]));
+        let events = apply_update(&mut state, init.clone()).unwrap();
+        assert_eq!(events.len(), 1);
+        assert_eq!(
+            state,
+            json!({"selected": ["salt"], "available": ["salt", "pepper"]})
+        );
+        assert!(
+            apply_update(&mut state, init).unwrap().is_empty(),
+            "nothing left to initialise"
+        );
+
+        let bad: json_patch::Patch =
+            serde_json::from_value(json!([{"op": "remove", "path": "/nope"}])).unwrap();
+        let before = state.clone();
+        let many = StateUpdate::Many(vec![
+            StateUpdate::Set(serde_json::Map::from_iter([("x".to_owned(), json!(1))])),
+            StateUpdate::Delta(bad),
+        ]);
+        assert!(apply_update(&mut state, many).is_err());
+        assert_eq!(state, before);
+    }
+}

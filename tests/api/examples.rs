@@ -1,0 +1,59 @@
+//! The configuration examples that ship under `config/examples/` load, build, and serve a run:
+//! an example that no longer parses would fail here, not in a user's hands.
+
+use agui_host::settings::{LlmProvider, Settings};
+use agui_host::App;
+use serde_json::json;
+
+use crate::verify::assert_well_formed;
+
+#[tokio::test]
+async fn every_shipped_example_starts_and_answers_a_run_with_the_offline_model() {
+    let mut paths: Vec<_> =
+        std::fs::read_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/config/examples"))
+            .expect("config/examples exists")
+            .map(|entry| entry.unwrap().path())
+            .filter(|path| path.extension().is_some_and(|e| e == "toml"))
+            .collect();
+    paths.sort();
+    assert!(
+        paths.len() >= 3,
+        "the recipe, ingredients and status examples ship: {paths:?}"
+    );
+    for path in paths {
+        let mut settings =
+            Settings::load(Some(&path)).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        settings.llm.provider = LlmProvider::Offline;
+        settings.server.port = 0;
+        let agent = settings.default_agent.clone();
+        let app = App::build(settings)
+            .await
+            .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        let address = app.local_addr();
+        tokio::spawn(app.run_until(std::future::pending()));
+        let body = json!({
+            "threadId": "t", "runId": "r", "protocolVersion": "1.0", "state": {},
+            "messages": [{"id": "u", "role": "user", "content": "Hello"}]
+        });
+        let response = reqwest::Client::new()
+            .post(format!("http://{address}/{agent}"))
+            .json(&body)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 200, "{}", path.display());
+        let text = response.text().await.unwrap();
+        let events: Vec<serde_json::Value> = text
+            .split("\n\n")
+            .filter_map(|frame| frame.strip_prefix("data: "))
+            .map(|data| serde_json::from_str(data).unwrap())
+            .collect();
+        assert_well_formed(&events);
+        assert_eq!(
+            events.last().unwrap()["type"],
+            "RUN_FINISHED",
+            "{}",
+            path.display()
+        );
+    }
+}

@@ -11,18 +11,22 @@
 //! app          App::build: the one place things are wired
 //! settings     the typed settings tree (config crate layers + environment)
 //! telemetry    tracing-subscriber setup
-//! http         routes, request decoding, 4xx errors, the SSE response pump
+//! http         routes, request decoding, 4xx errors, the SSE response pump, and the
+//!              operational edge: probes, metrics, CORS, auth, run limits, shutdown
 //! protocol     AG-UI wire types and the run encoder (pure serde; a leaf)
 //! agent        Agent trait, RunRequest, AgentUpdate, AgentError, ChatAgent, pipeline
 //! llm          the OpenAI-compatible client and the offline model (the only module that
 //!              names async-openai types)
 //! tools        Tool trait, per-agent registry, declarative tool kinds
+//! state        predictive state, pure: incremental partial JSON, arguments projected onto
+//!              state keys as minimal JSON Patch operations (a leaf)
 //! chat_client  the terminal AG-UI client (`agui-host chat`): a consumer of `protocol` only
 //! ```
 //!
 //! # Dependency rule
-//! `protocol` is a leaf; `llm` uses only `settings`; `tools` uses `settings`; `agent` uses
-//! `protocol`, `llm` and `tools`; `http` uses `agent` and `protocol`; `app` wires everything.
+//! `protocol` and `state` are leaves (`state`: no tokio, no agent or protocol types); `llm` uses
+//! only `settings`; `tools` uses `settings`; `agent` uses `protocol`, `llm`, `state` and `tools`;
+//! `http` uses `agent` and `protocol`; `app` wires everything.
 //!
 //! # How a run flows
 //! ```text
@@ -43,6 +47,7 @@ pub mod http;
 pub mod llm;
 pub mod protocol;
 pub mod settings;
+pub mod state;
 pub mod telemetry;
 pub mod tools;
 

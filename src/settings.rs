@@ -375,6 +375,17 @@ pub struct AgentSettings {
     /// How approvals reach clients and what the model is told about them.
     #[serde(default)]
     pub approval: ApprovalSettings,
+    /// Predictive state: state keys filled in from a tool call's arguments while they stream,
+    /// by state key.
+    #[serde(default)]
+    pub predict_state: BTreeMap<String, PredictStateRule>,
+    /// How predictive state updates of growing strings are coalesced.
+    #[serde(default)]
+    pub predict_state_coalescing: PredictStateCoalescing,
+    /// Also send CopilotKit's `PredictState` CUSTOM event before a predictive tool call (off by
+    /// default: CopilotKit's v1 provider then replaces the whole state with the predicted key).
+    #[serde(default)]
+    pub emit_predict_state_event: bool,
 }
 
 /// Approval transport and messages of one agent.
@@ -513,6 +524,36 @@ impl Default for StatusSettings {
         StatusSettings {
             enabled: false,
             key: "status".to_owned(),
+        }
+    }
+}
+
+/// One predictive state key: which tool's arguments fill it.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+pub struct PredictStateRule {
+    pub tool: String,
+    /// A top-level argument name, or `*` for the whole arguments.
+    pub tool_argument: String,
+}
+
+/// Coalescing of predictive state updates; see `state::Coalescing`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(default)]
+pub struct PredictStateCoalescing {
+    /// Bytes of growing strings re-sent per argument byte, at most.
+    pub resend_ratio: u32,
+    /// Growth in bytes before a growing string is sent again.
+    pub min_growth_bytes: usize,
+    /// Least milliseconds between two re-sends of growing strings.
+    pub min_interval_ms: u64,
+}
+
+impl Default for PredictStateCoalescing {
+    fn default() -> Self {
+        PredictStateCoalescing {
+            resend_ratio: 4,
+            min_growth_bytes: 32,
+            min_interval_ms: 0,
         }
     }
 }
@@ -698,6 +739,13 @@ impl Settings {
                     "agents.{name}.max_iterations must be at least 1"
                 )));
             }
+            for (key, rule) in &agent.predict_state {
+                if key.is_empty() || rule.tool.is_empty() || rule.tool_argument.is_empty() {
+                    return Err(SettingsError::Invalid(format!(
+                        "agents.{name}.predict_state: the state key `{key}`, its tool and its tool_argument must be non-empty"
+                    )));
+                }
+            }
             let mut seen = std::collections::BTreeSet::new();
             for tool in &agent.tools {
                 if !seen.insert(tool.name.as_str()) {
@@ -872,6 +920,51 @@ result = "ok"
             }
             assert!(with_env(&vars).is_err(), "{vars:?} must be refused");
         }
+    }
+
+    #[test]
+    fn predictive_state_rules_are_read_per_agent_with_defaults() {
+        let path = std::env::temp_dir().join(format!(
+            "agui-host-settings-predict-{}.toml",
+            std::process::id()
+        ));
+        std::fs::write(
+            &path,
+            r#"
+[agents.writer]
+[agents.writer.predict_state]
+document = { tool = "write_document", tool_argument = "document" }
+everything = { tool = "write_document", tool_argument = "*" }
+"#,
+        )
+        .unwrap();
+        let settings = Settings::load(Some(&path));
+        std::fs::remove_file(&path).ok();
+        let settings = settings.unwrap();
+        let writer = &settings.agents["writer"];
+        assert_eq!(writer.predict_state.len(), 2);
+        assert_eq!(writer.predict_state["everything"].tool_argument, "*");
+        assert_eq!(
+            writer.predict_state_coalescing,
+            PredictStateCoalescing::default()
+        );
+        assert!(!writer.emit_predict_state_event);
+        assert!(settings.agents["assistant"].predict_state.is_empty());
+
+        let mut settings = settings;
+        settings
+            .agents
+            .get_mut("writer")
+            .unwrap()
+            .predict_state
+            .insert(
+                "x".into(),
+                PredictStateRule {
+                    tool: String::new(),
+                    tool_argument: "*".into(),
+                },
+            );
+        assert!(settings.validate().is_err());
     }
 
     #[test]

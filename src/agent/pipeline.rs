@@ -8,13 +8,19 @@
 //! 2. `StatusSnapshots` wraps everything below so its status patches bracket the whole run;
 //! 3. `ApprovalGate` verifies decisions before the base agent acts on them, and turns the base
 //!    agent's approval requests into interrupts or approval tool calls;
-//! 4. `ChatAgent`, the base: model, tools, and state updates from tools.
+//! 4. `PredictiveStateDeltas` (when the agent has `predict_state` rules) streams tool arguments
+//!    as state deltas; it sits on the base agent to see raw tool-call events and every state
+//!    event below it;
+//! 5. `ChatAgent`, the base: model, tools, and state updates from tools.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use super::approval::{ApprovalPolicies, ApprovalSigner};
-use super::middleware::{ApprovalGate, ClientStateInjection, StatusSnapshots};
+use super::middleware::{
+    ApprovalGate, ClientStateInjection, PredictiveStateDeltas, PredictiveStateRules,
+    StatusSnapshots,
+};
 use super::{Agent, ChatAgent, ChatAgentConfig};
 use crate::llm::LlmClient;
 use crate::settings::AgentSettings;
@@ -49,6 +55,13 @@ pub fn build(
         rejected_message: settings.approval.rejected_message.clone(),
     };
     let mut agent: Arc<dyn Agent> = Arc::new(ChatAgent::new(llm, config, tools));
+    // Right above the chat agent: it needs the raw tool-call events (arguments as they stream,
+    // each call's end and result) and sees the state events of every layer below it, while
+    // layers above see its deltas and snapshots as any other state events.
+    let predictive = PredictiveStateRules::from_settings(settings);
+    if !predictive.is_empty() {
+        agent = Arc::new(PredictiveStateDeltas::new(agent, predictive));
+    }
     // Always present: it also refuses a `resume` sent to an agent that asked nothing.
     let signer = ApprovalSigner::new(approval_key, settings.approval.ttl_secs);
     agent = Arc::new(ApprovalGate::new(

@@ -21,6 +21,7 @@ mod health;
 mod history;
 mod limits;
 mod metrics;
+mod predictive_state;
 mod probes;
 mod protocol_versions;
 mod server_tools;

@@ -308,6 +308,48 @@ for (const client of CLIENTS) {
       assert.ok(!systemPrompt(requests[0]).includes("Pasta"), "run 1 started with an empty state");
     });
 
+    test(`[${client.version}] predictive state: tool arguments reach agent.state while they stream`, { timeout: TIMEOUT }, async () => {
+      const key = `predictive-${client.tag}`;
+      const recipe = {
+        title: `Crème "brûlée" ${client.tag} 🍮`,
+        servings: 4,
+        ingredients: [
+          { name: "cream", amount: "500 ml" },
+          { name: "egg yolks", amount: "6" },
+          { name: "sugar", amount: "100 g" },
+        ],
+        instructions: ["Heat the cream slowly until it steams, then take it off the heat and let it rest."],
+      };
+      fake.script(
+        key,
+        toolTurn([{ id: `call_predict_${client.tag}`, name: "update_recipe", arguments: { recipe } }]),
+        textTurn("Recipe ", "saved."),
+      );
+      const agent = newAgent(client, `${server.url}/writer`, {
+        prompt: `${key}: a dessert please`,
+        state: { theme: "dark" },
+      });
+      const seen = [];
+      agent.subscribe({ onStateChanged: ({ state }) => seen.push(structuredClone(state)) });
+
+      // The client's own reducer (fast-json-patch, all or nothing) applies every delta; any
+      // patch it refused would be logged, and a logged complaint fails the run.
+      const { events } = await run(agent);
+
+      assertLifecycle(events);
+      const lastArgs = events.findLastIndex((e) => e.type === "TOOL_CALL_ARGS");
+      const streaming = events.slice(0, lastArgs).filter((e) => e.type === "STATE_DELTA");
+      assert.ok(streaming.length >= 5, `${streaming.length} deltas while the arguments stream`);
+      assert.deepEqual(agent.state, { theme: "dark", recipe });
+      const counts = seen.map((s) => s.recipe?.ingredients?.length ?? 0);
+      assert.ok(counts.includes(1) && counts.includes(2), `the ingredients appeared one by one: ${counts}`);
+      assert.ok(seen.every((s) => s.theme === "dark"), "the other keys are never dropped");
+      for (const state of seen) {
+        const title = state.recipe?.title;
+        if (title !== undefined) assert.ok(recipe.title.startsWith(title), `a partial title is a prefix: ${title}`);
+      }
+    });
+
     test(`[${client.version}] bad input: a state that breaks the schema makes runAgent() reject with 422`, { timeout: TIMEOUT }, async () => {
       const key = `bad-state-${client.tag}`;
       const agent = newAgent(client, `${server.url}/recipe`, {

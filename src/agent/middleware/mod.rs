@@ -4,8 +4,10 @@
 
 mod approval_gate;
 mod client_state;
+mod predictive_state;
 mod status;
 
 pub use approval_gate::ApprovalGate;
 pub use client_state::ClientStateInjection;
+pub use predictive_state::{PredictStateRule, PredictiveStateDeltas, PredictiveStateRules};
 pub use status::StatusSnapshots;

@@ -1,0 +1,825 @@
+//! `PartialJson`: an incremental JSON parser fed arbitrary fragments of one document.
+//!
+//! It keeps a stack of the open containers (with what they hold so far) and the token in
+//! progress, so a fragment costs time proportional to its own length. As values take shape it
+//! reports [`Event`]s to a [`Sink`], each with the [`Segment`] path of the value it concerns;
+//! [`PartialJson::best_effort`] builds the value so far on demand.
+//!
+//! What "so far" means, and why:
+//! - open strings, arrays and objects are shown (closed): a string growing is the point of
+//!   predictive state;
+//! - a dangling key, colon or comma is left out: a member exists once its value begins;
+//! - a number appears only once a delimiter ends it, and a literal only when complete, so `12`
+//!   never shows before turning into `123`;
+//! - escapes (`\n`, `\uXXXX`, surrogate pairs) may be split anywhere across fragments; a
+//!   fragment is a `&str`, so UTF-8 itself always arrives whole.
+//!
+//! The grammar and its strictness are serde_json's (control characters in strings, lone
+//! surrogates, leading zeros and trailing characters are errors; duplicate keys keep the last
+//! value), numbers are converted by serde_json itself so the final value equals
+//! `serde_json::from_str`'s, and nesting is limited to [`MAX_DEPTH`] as serde_json limits it.
+//! The first error stops the parser; it is reported by [`PartialJson::finish`], never by a panic.
+
+use serde_json::{Map, Value};
+
+use super::StateError;
+
+/// Deepest nesting accepted: serde_json refuses deeper documents, and the bound keeps every
+/// per-event cost (paths are walked to build patch pointers) independent of the input size.
+pub const MAX_DEPTH: usize = 128;
+
+/// One step of a path from the root of the document.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Segment {
+    Key(String),
+    Index(usize),
+}
+
+/// Something that happened to the value at a path.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Event<'a> {
+    /// A value appeared: a complete scalar, or an empty object or array that later events fill.
+    Value(&'a Value),
+    /// A string, as far as it has arrived. Reported at the end of every `push` while it is open
+    /// (so at most once per fragment), and once more with `closed` when it ends. Its content
+    /// only ever grows.
+    String {
+        content: &'a str,
+        /// Bytes of JSON text the string has taken so far, its quotes and escapes included. The
+        /// content written back as JSON is never longer: an escape in the output (`\"`,
+        /// `\n`, `\u0001`) was at least as long in the input, and `\u00e9` only shrinks.
+        raw_len: usize,
+        closed: bool,
+    },
+}
+
+/// Receives the parser's events.
+pub trait Sink {
+    fn event(&mut self, path: &[Segment], event: Event<'_>);
+}
+
+/// Ignores every event (for callers that only want the value).
+impl Sink for () {
+    fn event(&mut self, _path: &[Segment], _event: Event<'_>) {}
+}
+
+/// An incremental parser of one JSON document. See the module docs.
+#[derive(Debug, Default)]
+pub struct PartialJson {
+    /// The open containers, outermost first, each holding the members or items completed so far.
+    stack: Vec<Container>,
+    /// The path of what is being parsed: for each open container but the root, the segment that
+    /// leads to it, plus the segment of the child value in progress, if any.
+    path: Vec<Segment>,
+    /// A member key that has been read and waits for its colon and value.
+    key: Option<String>,
+    /// What the grammar allows next (between tokens).
+    expect: Expect,
+    /// The token in progress; tokens may span fragments.
+    token: Token,
+    /// The root value, once complete.
+    root: Option<Value>,
+    /// The first error; input after it is ignored.
+    error: Option<StateError>,
+    /// Bytes consumed by earlier fragments (for error offsets).
+    offset: u64,
+    /// Whether anything but whitespace has been seen.
+    started: bool,
+}
+
+#[derive(Debug)]
+enum Container {
+    Object(Map<String, Value>),
+    Array(Vec<Value>),
+}
+
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+enum Expect {
+    /// A value: at the root, after a colon, after a comma in an array.
+    #[default]
+    Value,
+    /// A value or `]`: right after `[`.
+    ValueOrEnd,
+    /// A key or `}`: right after `{`.
+    KeyOrEnd,
+    /// A key: after a comma in an object.
+    Key,
+    Colon,
+    /// `,` or the end of the innermost container, after one of its values.
+    CommaOrEnd,
+    /// Only whitespace: the root value is complete.
+    Nothing,
+}
+
+#[derive(Debug, Default)]
+enum Token {
+    #[default]
+    None,
+    String {
+        text: String,
+        /// A member key rather than a value.
+        key: bool,
+        escape: Escape,
+        /// Input bytes taken so far, from the opening quote.
+        raw: usize,
+    },
+    Number(String),
+    Literal {
+        word: &'static str,
+        matched: usize,
+    },
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Escape {
+    None,
+    /// After `\`.
+    Backslash,
+    /// Inside `\uXXXX`: the digits read so far, and the high surrogate this escape must complete.
+    Unicode {
+        high: Option<u32>,
+        digits: u8,
+        code: u32,
+    },
+    /// A high surrogate was read; `\` must follow.
+    High(u32),
+    /// A high surrogate and `\` were read; `u` must follow.
+    HighBackslash(u32),
+}
+
+type Step = Result<usize, &'static str>;
+
+impl PartialJson {
+    pub fn new() -> Self {
+        PartialJson::default()
+    }
+
+    /// Whether anything but whitespace has been pushed.
+    pub fn started(&self) -> bool {
+        self.started
+    }
+
+    /// Whether the document is already known to be invalid.
+    pub fn failed(&self) -> bool {
+        self.error.is_some()
+    }
+
+    /// Parses the next fragment, reporting events to `sink`. After an error the rest of the
+    /// input is ignored (the error comes out of [`finish`](Self::finish)).
+    pub fn push<S: Sink + ?Sized>(&mut self, fragment: &str, sink: &mut S) {
+        if self.error.is_some() {
+            return;
+        }
+        let mut at = 0;
+        while at < fragment.len() {
+            match self.step(fragment, at, sink) {
+                Ok(next) => {
+                    if let Token::String { raw, .. } = &mut self.token {
+                        *raw += next - at;
+                    }
+                    at = next;
+                }
+                Err(reason) => {
+                    self.error = Some(StateError::InvalidJson {
+                        offset: self.offset + at as u64,
+                        reason,
+                    });
+                    return;
+                }
+            }
+        }
+        self.offset += fragment.len() as u64;
+        if let Token::String {
+            text,
+            key: false,
+            raw,
+            ..
+        } = &self.token
+        {
+            sink.event(
+                &self.path,
+                Event::String {
+                    content: text,
+                    raw_len: *raw,
+                    closed: false,
+                },
+            );
+        }
+    }
+
+    /// Ends the document: completes a number at the very end (reporting it to `sink`) and
+    /// returns the whole value.
+    ///
+    /// # Errors
+    /// The first syntax error, or [`StateError::Incomplete`] when the document is unfinished
+    /// (empty input included).
+    pub fn finish<S: Sink + ?Sized>(&mut self, sink: &mut S) -> Result<Value, StateError> {
+        if let Some(error) = &self.error {
+            return Err(error.clone());
+        }
+        if matches!(self.token, Token::Number(_)) {
+            if let Err(reason) = self.end_number(sink) {
+                let error = StateError::InvalidJson {
+                    offset: self.offset,
+                    reason,
+                };
+                self.error = Some(error.clone());
+                return Err(error);
+            }
+        }
+        match self.root.take() {
+            Some(value) => Ok(value),
+            None => Err(StateError::Incomplete),
+        }
+    }
+
+    /// The value so far: open strings and containers closed, dangling keys and unfinished
+    /// numbers or literals left out; `None` when no value has begun. Costs the size of the value
+    /// (it is built on demand, not kept).
+    pub fn best_effort(&self) -> Option<Value> {
+        if let Some(root) = &self.root {
+            return Some(root.clone());
+        }
+        let mut child = match &self.token {
+            Token::String {
+                text, key: false, ..
+            } => Some(Value::String(text.clone())),
+            _ => None,
+        };
+        for (depth, container) in self.stack.iter().enumerate().rev() {
+            let mut value = match container {
+                Container::Object(map) => Value::Object(map.clone()),
+                Container::Array(items) => Value::Array(items.clone()),
+            };
+            if let Some(child) = child.take() {
+                match (&mut value, self.path.get(depth)) {
+                    (Value::Object(map), Some(Segment::Key(key))) => {
+                        map.insert(key.clone(), child);
+                    }
+                    (Value::Array(items), Some(Segment::Index(_))) => items.push(child),
+                    _ => {}
+                }
+            }
+            child = Some(value);
+        }
+        child
+    }
+
+    /// Consumes input from `at`; returns where the next step starts.
+    fn step<S: Sink + ?Sized>(&mut self, s: &str, at: usize, sink: &mut S) -> Step {
+        let bytes = s.as_bytes();
+        let b = bytes[at];
+        match &mut self.token {
+            Token::None => self.structural(b, at, sink),
+            Token::String { text, escape, .. } => match *escape {
+                Escape::None => match b {
+                    b'"' => {
+                        self.end_string(sink);
+                        Ok(at + 1)
+                    }
+                    b'\\' => {
+                        *escape = Escape::Backslash;
+                        Ok(at + 1)
+                    }
+                    0..=0x1f => Err("control character in a string"),
+                    _ => {
+                        // A run of plain bytes in one go. It ends at an ASCII byte (or the end),
+                        // so both ends are character boundaries.
+                        let end = bytes[at..]
+                            .iter()
+                            .position(|&c| c == b'"' || c == b'\\' || c < 0x20)
+                            .map_or(s.len(), |p| at + p);
+                        text.push_str(&s[at..end]);
+                        Ok(end)
+                    }
+                },
+                Escape::Backslash => {
+                    let c = match b {
+                        b'"' => '"',
+                        b'\\' => '\\',
+                        b'/' => '/',
+                        b'b' => '\u{8}',
+                        b'f' => '\u{c}',
+                        b'n' => '\n',
+                        b'r' => '\r',
+                        b't' => '\t',
+                        b'u' => {
+                            *escape = Escape::Unicode {
+                                high: None,
+                                digits: 0,
+                                code: 0,
+                            };
+                            return Ok(at + 1);
+                        }
+                        _ => return Err("invalid escape"),
+                    };
+                    text.push(c);
+                    *escape = Escape::None;
+                    Ok(at + 1)
+                }
+                Escape::Unicode { high, digits, code } => {
+                    let digit = (b as char).to_digit(16).ok_or("invalid \\u escape")?;
+                    let code = code * 16 + digit;
+                    if digits < 3 {
+                        *escape = Escape::Unicode {
+                            high,
+                            digits: digits + 1,
+                            code,
+                        };
+                        return Ok(at + 1);
+                    }
+                    *escape = Escape::None;
+                    let scalar = match (high, code) {
+                        (Some(high), 0xDC00..=0xDFFF) => {
+                            0x10000 + ((high - 0xD800) << 10) + (code - 0xDC00)
+                        }
+                        (Some(_), _) => return Err("a high surrogate without its low surrogate"),
+                        (None, 0xD800..=0xDBFF) => {
+                            *escape = Escape::High(code);
+                            return Ok(at + 1);
+                        }
+                        (None, 0xDC00..=0xDFFF) => return Err("a lone low surrogate"),
+                        (None, code) => code,
+                    };
+                    text.push(char::from_u32(scalar).ok_or("invalid \\u escape")?);
+                    Ok(at + 1)
+                }
+                Escape::High(high) if b == b'\\' => {
+                    *escape = Escape::HighBackslash(high);
+                    Ok(at + 1)
+                }
+                Escape::HighBackslash(high) if b == b'u' => {
+                    *escape = Escape::Unicode {
+                        high: Some(high),
+                        digits: 0,
+                        code: 0,
+                    };
+                    Ok(at + 1)
+                }
+                Escape::High(_) | Escape::HighBackslash(_) => {
+                    Err("a high surrogate without its low surrogate")
+                }
+            },
+            Token::Number(text) => {
+                if matches!(b, b'0'..=b'9' | b'-' | b'+' | b'.' | b'e' | b'E') {
+                    let end = bytes[at..]
+                        .iter()
+                        .position(|&c| !matches!(c, b'0'..=b'9' | b'-' | b'+' | b'.' | b'e' | b'E'))
+                        .map_or(s.len(), |p| at + p);
+                    text.push_str(&s[at..end]);
+                    Ok(end)
+                } else {
+                    // The delimiter is not consumed: the grammar handles it next.
+                    self.end_number(sink)?;
+                    Ok(at)
+                }
+            }
+            Token::Literal { word, matched } => {
+                if word.as_bytes()[*matched] != b {
+                    return Err("invalid literal");
+                }
+                *matched += 1;
+                if *matched == word.len() {
+                    let value = match *word {
+                        "true" => Value::Bool(true),
+                        "false" => Value::Bool(false),
+                        _ => Value::Null,
+                    };
+                    self.token = Token::None;
+                    sink.event(&self.path, Event::Value(&value));
+                    self.insert(value);
+                }
+                Ok(at + 1)
+            }
+        }
+    }
+
+    /// A byte between tokens.
+    fn structural<S: Sink + ?Sized>(&mut self, b: u8, at: usize, sink: &mut S) -> Step {
+        if matches!(b, b' ' | b'\t' | b'\n' | b'\r') {
+            return Ok(at + 1);
+        }
+        self.started = true;
+        match (self.expect, b) {
+            (Expect::ValueOrEnd, b']') | (Expect::KeyOrEnd, b'}') => {
+                self.close();
+                Ok(at + 1)
+            }
+            (Expect::Value | Expect::ValueOrEnd, _) => self.begin_value(b, at, sink),
+            (Expect::KeyOrEnd | Expect::Key, b'"') => {
+                self.token = Token::String {
+                    text: String::new(),
+                    key: true,
+                    escape: Escape::None,
+                    raw: 0,
+                };
+                Ok(at + 1)
+            }
+            (Expect::KeyOrEnd | Expect::Key, _) => Err("expected a member key"),
+            (Expect::Colon, b':') => {
+                self.expect = Expect::Value;
+                Ok(at + 1)
+            }
+            (Expect::Colon, _) => Err("expected `:`"),
+            (Expect::CommaOrEnd, _) => {
+                match (self.stack.last(), b) {
+                    (Some(Container::Object(_)), b',') => self.expect = Expect::Key,
+                    (Some(Container::Array(_)), b',') => self.expect = Expect::Value,
+                    (Some(Container::Object(_)), b'}') | (Some(Container::Array(_)), b']') => {
+                        self.close();
+                    }
+                    _ => return Err("expected `,` or the end of the container"),
+                }
+                Ok(at + 1)
+            }
+            (Expect::Nothing, _) => Err("trailing characters after the value"),
+        }
+    }
+
+    fn begin_value<S: Sink + ?Sized>(&mut self, b: u8, at: usize, sink: &mut S) -> Step {
+        if !matches!(
+            b,
+            b'{' | b'[' | b'"' | b'-' | b'0'..=b'9' | b't' | b'f' | b'n'
+        ) {
+            return Err("expected a value");
+        }
+        match self.stack.last() {
+            None => {}
+            Some(Container::Object(_)) => {
+                let key = self.key.take().ok_or("expected a member key")?;
+                self.path.push(Segment::Key(key));
+            }
+            Some(Container::Array(items)) => self.path.push(Segment::Index(items.len())),
+        }
+        match b {
+            b'{' | b'[' => {
+                if self.stack.len() >= MAX_DEPTH {
+                    return Err("nested too deeply");
+                }
+                let (container, empty, expect) = if b == b'{' {
+                    (
+                        Container::Object(Map::new()),
+                        Value::Object(Map::new()),
+                        Expect::KeyOrEnd,
+                    )
+                } else {
+                    (
+                        Container::Array(Vec::new()),
+                        Value::Array(Vec::new()),
+                        Expect::ValueOrEnd,
+                    )
+                };
+                sink.event(&self.path, Event::Value(&empty));
+                self.stack.push(container);
+                self.expect = expect;
+                Ok(at + 1)
+            }
+            b'"' => {
+                self.token = Token::String {
+                    text: String::new(),
+                    key: false,
+                    escape: Escape::None,
+                    raw: 0,
+                };
+                Ok(at + 1)
+            }
+            b't' | b'f' | b'n' => {
+                let word = match b {
+                    b't' => "true",
+                    b'f' => "false",
+                    _ => "null",
+                };
+                self.token = Token::Literal { word, matched: 0 };
+                Ok(at)
+            }
+            _ => {
+                self.token = Token::Number(String::new());
+                Ok(at)
+            }
+        }
+    }
+
+    fn end_string<S: Sink + ?Sized>(&mut self, sink: &mut S) {
+        let Token::String { text, key, raw, .. } = std::mem::take(&mut self.token) else {
+            return;
+        };
+        if key {
+            self.key = Some(text);
+            self.expect = Expect::Colon;
+            return;
+        }
+        sink.event(
+            &self.path,
+            Event::String {
+                content: &text,
+                raw_len: raw + 1,
+                closed: true,
+            },
+        );
+        self.insert(Value::String(text));
+    }
+
+    fn end_number<S: Sink + ?Sized>(&mut self, sink: &mut S) -> Result<(), &'static str> {
+        let Token::Number(text) = std::mem::take(&mut self.token) else {
+            return Ok(());
+        };
+        // serde_json converts the digits, so the value is exactly the one it would produce.
+        let Ok(value @ Value::Number(_)) = serde_json::from_str::<Value>(&text) else {
+            return Err("invalid number");
+        };
+        sink.event(&self.path, Event::Value(&value));
+        self.insert(value);
+        Ok(())
+    }
+
+    /// Closes the innermost container and puts it in its parent.
+    fn close(&mut self) {
+        let Some(container) = self.stack.pop() else {
+            return;
+        };
+        let value = match container {
+            Container::Object(map) => Value::Object(map),
+            Container::Array(items) => Value::Array(items),
+        };
+        self.insert(value);
+    }
+
+    /// Puts a complete value where the path says: in the innermost container, or at the root.
+    fn insert(&mut self, value: Value) {
+        let Some(container) = self.stack.last_mut() else {
+            self.root = Some(value);
+            self.expect = Expect::Nothing;
+            return;
+        };
+        match (container, self.path.pop()) {
+            (Container::Object(map), Some(Segment::Key(key))) => {
+                map.insert(key, value);
+            }
+            (Container::Array(items), Some(Segment::Index(_))) => items.push(value),
+            // Unreachable by construction: a value inside a container always has a segment.
+            _ => {}
+        }
+        self.expect = Expect::CommaOrEnd;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn parse(fragments: &[&str]) -> (Vec<Option<Value>>, Result<Value, StateError>) {
+        let mut parser = PartialJson::new();
+        let mut seen = Vec::new();
+        for fragment in fragments {
+            parser.push(fragment, &mut ());
+            seen.push(parser.best_effort());
+        }
+        (seen, parser.finish(&mut ()))
+    }
+
+    /// Fragment tables: the best-effort value after each fragment, then the final value.
+    #[test]
+    fn best_effort_values_after_each_fragment() {
+        let cases: Vec<(Vec<&str>, Vec<Value>, Value)> = vec![
+            (
+                vec![
+                    r#"{"ti"#,
+                    r#"tle": "#,
+                    r#""Pa"#,
+                    r#"sta", "#,
+                    r#""n": 1"#,
+                    "2",
+                    "}",
+                ],
+                vec![
+                    json!({}),
+                    json!({}),
+                    json!({"title": "Pa"}),
+                    json!({"title": "Pasta"}),
+                    json!({"title": "Pasta"}),
+                    json!({"title": "Pasta"}),
+                    json!({"title": "Pasta", "n": 12}),
+                ],
+                json!({"title": "Pasta", "n": 12}),
+            ),
+            (
+                vec!["[1", ", tr", "ue, [nu", "ll, {\"a\":", " [", "]}]", "]"],
+                vec![
+                    json!([]),
+                    json!([1]),
+                    json!([1, true, []]),
+                    json!([1, true, [null, {}]]),
+                    json!([1, true, [null, {"a": []}]]),
+                    json!([1, true, [null, {"a": []}]]),
+                    json!([1, true, [null, {"a": []}]]),
+                ],
+                json!([1, true, [null, {"a": []}]]),
+            ),
+            // Escapes split anywhere, including inside \u and between a surrogate pair.
+            (
+                vec![
+                    r#"{"s": "a\"#,
+                    r#""b\\c\n\u00"#,
+                    r#"e9 \ud83"#,
+                    r#"d\"#,
+                    r#"ude00!"}"#,
+                ],
+                vec![
+                    json!({"s": "a"}),
+                    json!({"s": "a\"b\\c\n"}),
+                    json!({"s": "a\"b\\c\né "}),
+                    json!({"s": "a\"b\\c\né "}),
+                    json!({"s": "a\"b\\c\né 😀!"}),
+                ],
+                json!({"s": "a\"b\\c\né 😀!"}),
+            ),
+            // Multi-byte UTF-8, whole in each fragment.
+            (
+                vec!["[\"Zü", "rich 東京\", \"", "🍰\"]"],
+                vec![
+                    json!(["Zü"]),
+                    json!(["Zürich 東京", ""]),
+                    json!(["Zürich 東京", "🍰"]),
+                ],
+                json!(["Zürich 東京", "🍰"]),
+            ),
+            // Numbers appear only when a delimiter ends them; literals only when complete.
+            (
+                vec!["[-", "1.5e", "+3", " ,0", ",fal", "se", "]"],
+                vec![
+                    json!([]),
+                    json!([]),
+                    json!([]),
+                    json!([-1500.0]),
+                    json!([-1500.0, 0]),
+                    json!([-1500.0, 0, false]),
+                    json!([-1500.0, 0, false]),
+                ],
+                json!([-1500.0, 0, false]),
+            ),
+            // A dangling key, colon or comma is left out.
+            (
+                vec![r#"{"a": {"b""#, ":", " ", ",", "}"],
+                vec![json!({"a": {}}), json!({"a": {}}), json!({"a": {}})],
+                json!(null), // not reached: `,` after a colon is an error
+            ),
+        ];
+        for (fragments, expected, final_value) in cases {
+            let (seen, result) = parse(&fragments);
+            for (i, value) in expected.iter().enumerate() {
+                assert_eq!(
+                    seen[i].as_ref(),
+                    Some(value),
+                    "after fragment {i} of {fragments:?}"
+                );
+            }
+            let whole: String = fragments.concat();
+            match serde_json::from_str::<Value>(&whole) {
+                Ok(parsed) => {
+                    assert_eq!(result.as_ref(), Ok(&parsed), "{whole}");
+                    assert_eq!(parsed, final_value);
+                }
+                Err(_) => assert!(result.is_err(), "{whole} must fail, got {result:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn scalars_at_the_root() {
+        for (text, value) in [
+            ("12", json!(12)),
+            ("-0.5", json!(-0.5)),
+            ("1e3", json!(1000.0)),
+            (" true ", json!(true)),
+            ("null", json!(null)),
+            ("\"x\"", json!("x")),
+            ("18446744073709551615", json!(18446744073709551615_u64)),
+            ("-9223372036854775808", json!(-9223372036854775808_i64)),
+        ] {
+            let mut parser = PartialJson::new();
+            for c in text.chars() {
+                parser.push(&c.to_string(), &mut ());
+            }
+            assert_eq!(parser.finish(&mut ()), Ok(value), "{text}");
+        }
+        // An unfinished root number is not shown before the end.
+        let mut parser = PartialJson::new();
+        parser.push("12", &mut ());
+        assert_eq!(parser.best_effort(), None);
+    }
+
+    #[test]
+    fn invalid_documents_fail_at_the_end_and_never_panic() {
+        for text in [
+            "",
+            "   ",
+            "{",
+            "[1,]",
+            "{\"a\" 1}",
+            "{\"a\":}",
+            "{,}",
+            "[01]",
+            "[1.]",
+            "[-]",
+            "[tru]",
+            "[trux]",
+            "nul",
+            "\"a",
+            "\"\\x\"",
+            "\"\\u12g4\"",
+            "\"\\ud800\"",
+            "\"\\ud800\\u0041\"",
+            "\"\\udc00\"",
+            "\"a\u{1}b\"",
+            "{} {}",
+            "[1 2]",
+            "{\"a\":1]",
+            "[}",
+            "1x",
+            "{1:2}",
+        ] {
+            let mut parser = PartialJson::new();
+            parser.push(text, &mut ());
+            let result = parser.finish(&mut ());
+            assert!(result.is_err(), "{text:?} parsed as {result:?}");
+            assert!(
+                serde_json::from_str::<Value>(text).is_err(),
+                "serde_json agrees that {text:?} is invalid"
+            );
+        }
+    }
+
+    #[test]
+    fn nesting_is_limited_like_serde_json() {
+        let deep = "[".repeat(MAX_DEPTH) + &"]".repeat(MAX_DEPTH);
+        let mut parser = PartialJson::new();
+        parser.push(&deep, &mut ());
+        assert!(parser.finish(&mut ()).is_ok());
+        let too_deep = "[".repeat(MAX_DEPTH + 1) + &"]".repeat(MAX_DEPTH + 1);
+        let mut parser = PartialJson::new();
+        parser.push(&too_deep, &mut ());
+        assert!(parser.finish(&mut ()).is_err());
+        assert!(serde_json::from_str::<Value>(&too_deep).is_err());
+    }
+
+    #[test]
+    fn duplicate_keys_keep_the_last_value_like_serde_json() {
+        let text = r#"{"a": 1, "a": [2]}"#;
+        let mut parser = PartialJson::new();
+        parser.push(text, &mut ());
+        assert_eq!(
+            parser.finish(&mut ()).unwrap(),
+            serde_json::from_str::<Value>(text).unwrap()
+        );
+    }
+
+    #[derive(Default)]
+    struct Recorder(Vec<(Vec<Segment>, String)>);
+    impl Sink for Recorder {
+        fn event(&mut self, path: &[Segment], event: Event<'_>) {
+            let what = match event {
+                Event::Value(v) => format!("value {v}"),
+                Event::String {
+                    content, closed, ..
+                } => format!("string {content:?} {closed}"),
+            };
+            self.0.push((path.to_vec(), what));
+        }
+    }
+
+    #[test]
+    fn events_carry_paths_and_open_strings_are_reported_once_per_fragment() {
+        let mut parser = PartialJson::new();
+        let mut sink = Recorder::default();
+        for fragment in [r#"{"a/b": [tr"#, r#"ue, "x"#, "yz", r#""], "n": 7}"#] {
+            parser.push(fragment, &mut sink);
+        }
+        let key = |k: &str| Segment::Key(k.into());
+        assert_eq!(
+            sink.0,
+            vec![
+                (vec![], "value {}".to_string()),
+                (vec![key("a/b")], "value []".to_string()),
+                (
+                    vec![key("a/b"), Segment::Index(0)],
+                    "value true".to_string()
+                ),
+                (
+                    vec![key("a/b"), Segment::Index(1)],
+                    "string \"x\" false".to_string()
+                ),
+                (
+                    vec![key("a/b"), Segment::Index(1)],
+                    "string \"xyz\" false".to_string()
+                ),
+                (
+                    vec![key("a/b"), Segment::Index(1)],
+                    "string \"xyz\" true".to_string()
+                ),
+                (vec![key("n")], "value 7".to_string()),
+            ]
+        );
+    }
+}

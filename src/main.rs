@@ -1,6 +1,6 @@
 //! The `agui-host` binary: read settings, start logging, serve until told to stop; or, as
 //! `agui-host healthcheck`, probe a running server (the container's `HEALTHCHECK`, so the image
-//! needs no curl).
+//! needs no curl); or, as `agui-host chat <url>`, talk to any AG-UI server from a terminal.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -15,10 +15,14 @@ agui-host: an AG-UI host for LLM agents
 
 Usage: agui-host [--config FILE]
        agui-host healthcheck [--config FILE]
+       agui-host chat URL [--thread ID] [--tool NAME]... [--header 'NAME: VALUE']...
 
 Commands:
   healthcheck     GET /health on the configured port of this machine; exit 0 when it answers
                   200 (for container health checks)
+  chat            an interactive AG-UI client: type messages, see text, tool calls, results
+                  and state; answer approvals with y/n; type the results of the client tools
+                  named with --tool; :state, :messages, :help, :quit
 
 Options:
   --config FILE   add a configuration file layer (also: APP_CONFIG_FILE)
@@ -38,7 +42,12 @@ enum Command {
 
 #[tokio::main]
 async fn main() -> ExitCode {
-    let (command, config_file) = match parse_args(std::env::args().skip(1)) {
+    let mut args = std::env::args().skip(1).peekable();
+    if args.peek().map(String::as_str) == Some("chat") {
+        args.next();
+        return chat(args).await;
+    }
+    let (command, config_file) = match parse_args(args) {
         Ok(Some(parsed)) => parsed,
         Ok(None) => return ExitCode::SUCCESS,
         Err(message) => {
@@ -115,6 +124,53 @@ fn parse_args(
     Ok(Some((command, config_file)))
 }
 
+/// `agui-host chat`: no settings and no logging, so nothing mixes into the conversation.
+async fn chat(args: impl Iterator<Item = String>) -> ExitCode {
+    let options = match parse_chat_args(args) {
+        Ok(options) => options,
+        Err(message) => {
+            eprintln!("{message}\n\n{USAGE}");
+            return ExitCode::from(2);
+        }
+    };
+    match agui_host::chat_client::run(options, std::io::stdin().lock(), std::io::stdout()).await {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("agui-host chat: {error}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn parse_chat_args(
+    mut args: impl Iterator<Item = String>,
+) -> Result<agui_host::chat_client::ChatOptions, String> {
+    let mut options = agui_host::chat_client::ChatOptions::default();
+    while let Some(arg) = args.next() {
+        let mut value = |flag: &str| args.next().ok_or_else(|| format!("{flag} needs a value"));
+        match arg.as_str() {
+            "--thread" => options.thread_id = Some(value("--thread")?),
+            "--tool" => options.client_tools.push(value("--tool")?),
+            "--header" => {
+                let header = value("--header")?;
+                let (name, header_value) = header
+                    .split_once(':')
+                    .ok_or_else(|| format!("--header `{header}` is not `NAME: VALUE`"))?;
+                options
+                    .headers
+                    .push((name.trim().to_owned(), header_value.trim().to_owned()));
+            }
+            other if other.starts_with('-') => return Err(format!("unknown argument `{other}`")),
+            url if options.url.is_empty() => options.url = url.to_owned(),
+            extra => return Err(format!("unexpected argument `{extra}`")),
+        }
+    }
+    if options.url.is_empty() {
+        return Err("chat needs the URL of an AG-UI endpoint".to_owned());
+    }
+    Ok(options)
+}
+
 /// Probes `/health` on this machine's configured port. A raw HTTP/1.0 request over TCP: the
 /// probe runs every few seconds in the container, and needs no TLS client or extra binary.
 async fn health_check(settings: &agui_host::Settings) -> ExitCode {
@@ -175,5 +231,32 @@ mod tests {
         );
         assert!(parse(&["healthcheck", "healthcheck"]).is_err());
         assert!(parse(&["serve"]).is_err());
+    }
+
+    #[test]
+    fn parses_chat_options() {
+        let options = parse_chat_args(
+            [
+                "http://localhost:8080/banking",
+                "--thread",
+                "t1",
+                "--tool",
+                "change_background",
+                "--header",
+                "Authorization: Bearer abc",
+            ]
+            .into_iter()
+            .map(String::from),
+        )
+        .unwrap();
+        assert_eq!(options.url, "http://localhost:8080/banking");
+        assert_eq!(options.thread_id.as_deref(), Some("t1"));
+        assert_eq!(options.client_tools, ["change_background"]);
+        assert_eq!(
+            options.headers,
+            [("Authorization".to_owned(), "Bearer abc".to_owned())]
+        );
+        assert!(parse_chat_args(std::iter::empty()).is_err());
+        assert!(parse_chat_args(["--header".to_owned(), "x".to_owned()].into_iter()).is_err());
     }
 }

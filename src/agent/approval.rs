@@ -151,6 +151,67 @@ pub struct ApprovalSubject<'a> {
     pub arguments: &'a Value,
 }
 
+/// The state a confirmation of predicted state puts back on rejection, as carried in the id: a
+/// JSON array of `[key, value before (null when absent), was present]` triples, base64url.
+fn encode_restore(restore: &[(String, Option<Value>)]) -> String {
+    let triples: Vec<Value> = restore
+        .iter()
+        .map(|(key, value)| json!([key, value.clone().unwrap_or(Value::Null), value.is_some()]))
+        .collect();
+    base64url_encode(Value::Array(triples).to_string().as_bytes())
+}
+
+fn decode_restore(encoded: &str) -> Option<Vec<(String, Option<Value>)>> {
+    let bytes = base64url_decode(encoded)?;
+    let Value::Array(triples) = serde_json::from_slice(&bytes).ok()? else {
+        return None;
+    };
+    triples
+        .into_iter()
+        .map(|triple| {
+            let key = triple.get(0)?.as_str()?.to_owned();
+            let present = triple.get(2)?.as_bool()?;
+            let value = triple.get(1)?.clone();
+            Some((key, present.then_some(value)))
+        })
+        .collect()
+}
+
+const BASE64URL: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+
+/// Unpadded base64url (RFC 4648 §5): ids stay one opaque token of URL-safe characters.
+fn base64url_encode(bytes: &[u8]) -> String {
+    let mut out = String::with_capacity(bytes.len().div_ceil(3) * 4);
+    for chunk in bytes.chunks(3) {
+        let n = chunk
+            .iter()
+            .enumerate()
+            .fold(0u32, |n, (i, b)| n | u32::from(*b) << (16 - 8 * i));
+        for i in 0..=chunk.len() {
+            out.push(char::from(BASE64URL[((n >> (18 - 6 * i)) & 63) as usize]));
+        }
+    }
+    out
+}
+
+fn base64url_decode(text: &str) -> Option<Vec<u8>> {
+    let mut out = Vec::with_capacity(text.len() * 3 / 4);
+    for chunk in text.as_bytes().chunks(4) {
+        if chunk.len() == 1 {
+            return None;
+        }
+        let mut n = 0u32;
+        for (i, c) in chunk.iter().enumerate() {
+            let digit = BASE64URL.iter().position(|b| b == c)? as u32;
+            n |= digit << (18 - 6 * i);
+        }
+        for i in 0..chunk.len() - 1 {
+            out.push((n >> (16 - 8 * i)) as u8);
+        }
+    }
+    Some(out)
+}
+
 /// Why an id does not check out.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum IdCheck {
@@ -169,14 +230,31 @@ impl ApprovalSigner {
         }
     }
 
-    /// A fresh id for `subject`: `apr_<expiry>_<tag>`, expiry in Unix seconds (0: none).
-    pub fn mint(&self, subject: ApprovalSubject<'_>) -> String {
+    /// A fresh id for `subject`: `apr_<expiry>_<tag>`, expiry in Unix seconds (0: none), then
+    /// `_<restore>` when it confirms predicted state: the values to put back on rejection,
+    /// base64url JSON, covered by the tag like everything else. Nothing is stored server-side.
+    pub fn mint(
+        &self,
+        subject: ApprovalSubject<'_>,
+        restore: Option<&[(String, Option<Value>)]>,
+    ) -> String {
         let expires = if self.ttl_secs == 0 {
             0
         } else {
             unix_now().saturating_add(self.ttl_secs)
         };
-        format!("apr_{expires}_{}", self.tag(subject, expires))
+        let restore = restore.map(encode_restore);
+        let tag = self.tag(subject, expires, restore.as_deref().unwrap_or(""));
+        match restore {
+            Some(restore) => format!("apr_{expires}_{tag}_{restore}"),
+            None => format!("apr_{expires}_{tag}"),
+        }
+    }
+
+    /// The state to restore on rejection, when `id` confirms predicted state. Only meaningful
+    /// for an id that [`check`](Self::check)s.
+    pub fn restore_state(id: &str) -> Option<Vec<(String, Option<Value>)>> {
+        decode_restore(parse_id(id)?.2?)
     }
 
     /// The expiry of an id as an ISO-8601 string (for `Interrupt.expiresAt`), if it has one.
@@ -187,10 +265,11 @@ impl ApprovalSigner {
 
     /// Checks that `id` was minted for `subject` and has not expired.
     pub fn check(&self, id: &str, subject: ApprovalSubject<'_>) -> IdCheck {
-        let Some((expires, tag)) = parse_id(id) else {
+        let Some((expires, tag, restore)) = parse_id(id) else {
             return IdCheck::Mismatch;
         };
-        if !constant_time_eq(self.tag(subject, expires).as_bytes(), tag.as_bytes()) {
+        let expected = self.tag(subject, expires, restore.unwrap_or(""));
+        if !constant_time_eq(expected.as_bytes(), tag.as_bytes()) {
             return IdCheck::Mismatch;
         }
         if expires != 0 && unix_now() > expires {
@@ -199,7 +278,7 @@ impl ApprovalSigner {
         IdCheck::Valid
     }
 
-    fn tag(&self, subject: ApprovalSubject<'_>, expires: u64) -> String {
+    fn tag(&self, subject: ApprovalSubject<'_>, expires: u64, restore: &str) -> String {
         // HMAC accepts keys of any length, so this cannot fail.
         let Ok(mut mac) = Hmac::<Sha256>::new_from_slice(&self.key) else {
             return String::new();
@@ -211,6 +290,7 @@ impl ApprovalSigner {
             subject.tool_name,
             &canonical_json(subject.arguments),
             &expires.to_string(),
+            restore,
         ] {
             // Length-prefixed, so no two different subjects share a byte string.
             mac.update(&(part.len() as u64).to_be_bytes());
@@ -225,10 +305,16 @@ impl ApprovalSigner {
     }
 }
 
-fn parse_id(id: &str) -> Option<(u64, &str)> {
+/// `(expiry, tag, restore)` of an id. base64url uses `_` too, so the restore part is whatever
+/// follows the (fixed-length, hex) tag.
+fn parse_id(id: &str) -> Option<(u64, &str, Option<&str>)> {
     let rest = id.strip_prefix("apr_")?;
-    let (expires, tag) = rest.split_once('_')?;
-    Some((expires.parse().ok()?, tag))
+    let (expires, rest) = rest.split_once('_')?;
+    let (tag, restore) = match rest.split_once('_') {
+        Some((tag, restore)) => (tag, Some(restore)),
+        None => (rest, None),
+    };
+    Some((expires.parse().ok()?, tag, restore))
 }
 
 fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
@@ -317,7 +403,7 @@ mod tests {
     fn an_id_checks_only_for_its_own_call() {
         let signer = ApprovalSigner::new("a-long-enough-secret-for-the-tests!", 60);
         let args = json!({"amount": 100, "to": "bob"});
-        let id = signer.mint(subject(&args));
+        let id = signer.mint(subject(&args), None);
         assert_eq!(signer.check(&id, subject(&args)), IdCheck::Valid);
         let reordered = json!({"to": "bob", "amount": 100});
         assert_eq!(
@@ -345,12 +431,37 @@ mod tests {
     fn a_tampered_expiry_is_a_mismatch_and_an_old_one_expires() {
         let signer = ApprovalSigner::new("a-long-enough-secret-for-the-tests!", 60);
         let args = json!({});
-        let id = signer.mint(subject(&args));
-        let (expires, tag) = parse_id(&id).unwrap();
+        let id = signer.mint(subject(&args), None);
+        let (expires, tag, _) = parse_id(&id).unwrap();
         let extended = format!("apr_{}_{tag}", expires + 1000);
         assert_eq!(signer.check(&extended, subject(&args)), IdCheck::Mismatch);
-        let past = format!("apr_1_{}", signer.tag(subject(&args), 1));
+        let past = format!("apr_1_{}", signer.tag(subject(&args), 1, ""));
         assert_eq!(signer.check(&past, subject(&args)), IdCheck::Expired);
+    }
+
+    #[test]
+    fn restore_data_rides_in_the_id_and_is_covered_by_the_tag() {
+        let signer = ApprovalSigner::new("a-long-enough-secret-for-the-tests!", 60);
+        let args = json!({"document": "new"});
+        let restore = vec![
+            ("document".to_owned(), Some(json!("old text ü"))),
+            ("draft".to_owned(), None),
+        ];
+        let id = signer.mint(subject(&args), Some(&restore));
+        assert_eq!(signer.check(&id, subject(&args)), IdCheck::Valid);
+        assert_eq!(ApprovalSigner::restore_state(&id), Some(restore));
+        let (expires, tag, _) = parse_id(&id).unwrap();
+        let other = encode_restore(&[("document".to_owned(), Some(json!("forged")))]);
+        let swapped = format!("apr_{expires}_{tag}_{other}");
+        assert_eq!(signer.check(&swapped, subject(&args)), IdCheck::Mismatch);
+        for bytes in [&b""[..], b"f", b"fo", b"foo", b"foob", b"\xff\x00\x10"] {
+            assert_eq!(
+                base64url_decode(&base64url_encode(bytes)).as_deref(),
+                Some(bytes)
+            );
+        }
+        assert!(base64url_decode("a").is_none());
+        assert!(base64url_decode("a*b=").is_none());
     }
 
     #[test]

@@ -379,6 +379,7 @@ impl RunState {
                             tool_name: call.name,
                             arguments,
                             parent_message_id: parent_message_id.clone(),
+                            restore_state: None,
                         }));
                     continue;
                 }

@@ -89,6 +89,9 @@ pub struct ToolDecision {
     pub outcome: DecisionOutcome,
 }
 
+/// A confirmation of predicted state carried by an approval id: what to put back on rejection.
+pub type RestoreState = Vec<(String, Option<Value>)>;
+
 #[derive(Debug, Clone, PartialEq)]
 pub enum DecisionOutcome {
     /// Run the tool with these arguments (the model's, or the person's edit where allowed).
@@ -105,6 +108,10 @@ pub struct ApprovalRequest {
     pub arguments: Value,
     /// The assistant message the call belongs to.
     pub parent_message_id: String,
+    /// For a predictive tool: the state keys its prediction changed, with their values before
+    /// it (`None`: the key was absent), so a rejection can restore them. Set by the
+    /// predictive-state middleware.
+    pub restore_state: Option<Vec<(String, Option<Value>)>>,
 }
 
 impl From<RunAgentInput> for RunRequest {

@@ -21,6 +21,7 @@ mod health;
 mod history;
 mod limits;
 mod metrics;
+mod predicted_state_confirmation;
 mod predictive_state;
 mod probes;
 mod protocol_versions;

@@ -23,11 +23,12 @@ use serde_json::{json, Value};
 use crate::agent::approval::{ApprovalPolicies, ApprovalSigner, ApprovalSubject, IdCheck};
 use crate::agent::{
     map_updates, new_id, Agent, AgentError, AgentStream, AgentUpdate, ApprovalRequest,
-    DecisionOutcome, RunRequest, ToolDecision, UpdateMapper,
+    DecisionOutcome, RestoreState, RunRequest, ToolDecision, UpdateMapper,
 };
 use crate::protocol::{
     Content, EventBody, Interrupt, Message, MessageRef, ProtocolVersion, ResumeStatus,
-    TextMessageContent, TextMessageStart, TextRole, ToolCallArgs, ToolCallRef, ToolCallStart,
+    StateSnapshot, TextMessageContent, TextMessageStart, TextRole, ToolCallArgs, ToolCallRef,
+    ToolCallStart,
 };
 use crate::settings::ApprovalSettings;
 
@@ -82,11 +83,12 @@ impl ApprovalGate {
 
     /// Verifies every answer the request carries and removes the approval protocol from its
     /// history. See the module docs for the rules.
-    fn take_decisions(&self, request: &mut RunRequest) -> Result<Vec<ToolDecision>, AgentError> {
+    fn take_decisions(&self, request: &mut RunRequest) -> Result<Decisions, AgentError> {
         let approval_tool = self.settings.client_tool_name.as_str();
         let calls = history_calls(&request.messages);
         let answers = tool_answers(&request.messages);
         let mut decisions: Vec<ToolDecision> = Vec::new();
+        let mut confirmations: Vec<Confirmation> = Vec::new();
         let mut decided: HashSet<String> = HashSet::new();
         // Calls and tool messages that belong to the approval protocol, not the conversation.
         let mut protocol_calls: HashSet<String> = HashSet::new();
@@ -99,20 +101,30 @@ impl ApprovalGate {
             let Some(answer) = answers.iter().find(|(id, _)| *id == approval.id) else {
                 continue; // never answered: the user moved on, the call is dropped
             };
+            // The approval call's arguments name the call, but a page may echo other
+            // arguments (CopilotKit's `confirm_changes` takes none): the signed id decides.
             let target = approval.arguments.get("toolCallId").and_then(Value::as_str);
             let call = calls
                 .iter()
-                .find(|c| Some(c.id.as_str()) == target && c.name != approval_tool)
+                .filter(|c| c.name != approval_tool)
+                .filter(|c| target.is_none_or(|t| t == c.id))
+                .find(|c| {
+                    self.signer
+                        .check(&approval.id, self.subject(&request.thread_id, c))
+                        != IdCheck::Mismatch
+                })
                 .ok_or_else(|| unknown(&approval.id))?;
             self.verify(&approval.id, &request.thread_id, call)?;
             if !decided.insert(call.id.clone()) {
                 return Err(answered_twice(&approval.id));
             }
             protocol_answers.insert(call.id.clone());
+            let outcome = self.client_answer(&call.name, &call.arguments, &answer.1);
+            confirmations.extend(Confirmation::of(&approval.id, &outcome));
             decisions.push(ToolDecision {
                 tool_call_id: call.id.clone(),
                 tool_name: call.name.clone(),
-                outcome: self.client_answer(&call.name, &call.arguments, &answer.1),
+                outcome,
             });
         }
 
@@ -167,6 +179,7 @@ impl ApprovalGate {
                     entry.payload.as_ref(),
                 )?,
             };
+            confirmations.extend(Confirmation::of(&entry.interrupt_id, &outcome));
             decisions.push(ToolDecision {
                 tool_call_id: call.id.clone(),
                 tool_name: call.name.clone(),
@@ -198,7 +211,10 @@ impl ApprovalGate {
         }
 
         strip_protocol(&mut request.messages, &protocol_calls, &protocol_answers);
-        Ok(decisions)
+        Ok(Decisions {
+            decisions,
+            confirmations,
+        })
     }
 
     fn verify(&self, id: &str, thread_id: &str, call: &HistoryCall) -> Result<(), AgentError> {
@@ -261,17 +277,88 @@ impl ApprovalGate {
     }
 }
 
+/// What a request's answers decided.
+struct Decisions {
+    decisions: Vec<ToolDecision>,
+    /// Answers to confirmations of predicted state.
+    confirmations: Vec<Confirmation>,
+}
+
+/// An answer to a confirmation of predicted state: keep the prediction, or put back the
+/// values the id carries.
+struct Confirmation {
+    accepted: bool,
+    restore: RestoreState,
+}
+
+impl Confirmation {
+    fn of(id: &str, outcome: &DecisionOutcome) -> Option<Confirmation> {
+        Some(Confirmation {
+            accepted: matches!(outcome, DecisionOutcome::Approved { .. }),
+            restore: ApprovalSigner::restore_state(id)?,
+        })
+    }
+}
+
+impl ApprovalGate {
+    /// Confirmed predictions are committed with a snapshot of the client's state (which already
+    /// holds them); rejected ones are undone with a snapshot that puts back the values from
+    /// before the prediction. Either way the snapshot opens the run, so the client and the
+    /// agent continue from the same state.
+    fn settle_predictions(
+        &self,
+        request: &mut RunRequest,
+        confirmations: &[Confirmation],
+        prefix: &mut Vec<AgentUpdate>,
+    ) {
+        let mut state = match request.state.take() {
+            Some(Value::Object(object)) => object,
+            _ => serde_json::Map::new(),
+        };
+        for confirmation in confirmations.iter().filter(|c| !c.accepted) {
+            for (key, value) in &confirmation.restore {
+                match value {
+                    Some(value) => state.insert(key.clone(), value.clone()),
+                    None => state.remove(key),
+                };
+            }
+        }
+        let state = Value::Object(state);
+        prefix.push(AgentUpdate::Event(EventBody::StateSnapshot(
+            StateSnapshot {
+                snapshot: state.clone(),
+                subagent_run_id: None,
+            },
+        )));
+        request.state = Some(state);
+        let message = if confirmations.iter().all(|c| c.accepted) {
+            &self.settings.state_confirmed_message
+        } else {
+            &self.settings.state_rejected_message
+        };
+        if !message.is_empty() {
+            text_message(message, prefix);
+        }
+    }
+}
+
 impl Agent for ApprovalGate {
     fn run(&self, mut request: RunRequest) -> Result<AgentStream, AgentError> {
         // The approval tool is the gate's own protocol, never a tool the model may call.
         request
             .tools
             .retain(|tool| tool.name != self.settings.client_tool_name);
-        let decisions = match self.take_decisions(&mut request) {
+        let Decisions {
+            decisions,
+            confirmations,
+        } = match self.take_decisions(&mut request) {
             Ok(decisions) => decisions,
             Err(error) => return Ok(stream::once(async move { Err(error) }).boxed()),
         };
         let mut prefix = Vec::new();
+        if !confirmations.is_empty() {
+            self.settle_predictions(&mut request, &confirmations, &mut prefix);
+        }
         let any_approved = decisions
             .iter()
             .any(|d| matches!(d.outcome, DecisionOutcome::Approved { .. }));
@@ -317,13 +404,17 @@ impl UpdateMapper for GateMapper {
             tool_name,
             arguments,
             parent_message_id,
+            restore_state,
         } = request;
-        let id = self.signer.mint(ApprovalSubject {
-            thread_id: &self.thread_id,
-            tool_call_id: &tool_call_id,
-            tool_name: &tool_name,
-            arguments: &arguments,
-        });
+        let id = self.signer.mint(
+            ApprovalSubject {
+                thread_id: &self.thread_id,
+                tool_call_id: &tool_call_id,
+                tool_name: &tool_name,
+                arguments: &arguments,
+            },
+            restore_state.as_deref(),
+        );
         let message = self.policies.message(&tool_name, &arguments);
         if self.client_tool {
             let call_arguments = json!({

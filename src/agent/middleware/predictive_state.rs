@@ -23,6 +23,14 @@
 //!   reporting the tool error is the chat agent's business. A call the stream leaves unfinished
 //!   is restored the same way when the run ends.
 //!
+//! # Confirmation of predicted state
+//! A predictive tool that needs approval (`approval = "always"` on the tool) asks the person
+//! to confirm what was predicted: the call's approval request carries the values its keys had
+//! before the prediction, the approval gate signs them into the interrupt id (or the 0.x
+//! approval call, e.g. `confirm_changes`), and the resumed run opens with a snapshot that keeps
+//! the prediction (confirmed) or puts those values back (rejected). Nothing is stored between
+//! the runs.
+//!
 //! # CopilotKit's `PredictState` event
 //! With `emit_predict_state_event`, a `CUSTOM` event `PredictState` (value
 //! `[{state_key, tool, tool_argument}]`, `tool_argument` absent for `*`) goes out once per tool
@@ -174,9 +182,21 @@ impl UpdateMapper for PredictiveMapper {
         update: AgentUpdate,
         out: &mut Vec<AgentUpdate>,
     ) -> Result<(), AgentError> {
-        let AgentUpdate::Event(body) = update else {
-            out.push(update);
-            return Ok(());
+        let body = match update {
+            AgentUpdate::Event(body) => body,
+            AgentUpdate::ApprovalRequest(mut request) => {
+                // A predictive call that waits for approval is a confirmation of predicted
+                // state: the request carries what to put back if the person rejects it.
+                if let Some(call) = self.calls.get(&request.tool_call_id) {
+                    request.restore_state = Some(call.before.clone());
+                }
+                out.push(AgentUpdate::ApprovalRequest(request));
+                return Ok(());
+            }
+            other => {
+                out.push(other);
+                return Ok(());
+            }
         };
         match body {
             EventBody::StateSnapshot(snapshot) => {

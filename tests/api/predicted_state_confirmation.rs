@@ -1,0 +1,210 @@
+//! Confirmation of predicted state: a predictive tool that needs approval streams its
+//! prediction, then asks; a confirmation commits the prediction with a snapshot, a rejection
+//! puts the state from before the prediction back with a snapshot. Nothing is stored between
+//! the two runs: the values to restore travel, signed, in the approval id.
+
+use agui_host::settings::{ApprovalPolicySetting, FixedApproval, PredictStateRule, Settings};
+use serde_json::{json, Value};
+
+use crate::fake_llm::{chunks, Reply};
+use crate::helpers::*;
+use crate::verify::{assert_0x_compatible, assert_well_formed};
+
+const NEW_DOCUMENT: &str = r#"{"document": "The new version, written by the model."}"#;
+
+/// An agent whose `write_document` tool streams into `state.document` and needs approval.
+fn confirming_writer(settings: &mut Settings, client_tool_name: &str) {
+    let agent = settings.agents.get_mut("assistant").unwrap();
+    let mut tool = static_tool("write_document", json!("Document saved."));
+    tool.approval = ApprovalPolicySetting::Fixed(FixedApproval::Always);
+    agent.tools.push(tool);
+    agent.predict_state.insert(
+        "document".into(),
+        PredictStateRule {
+            tool: "write_document".into(),
+            tool_argument: "document".into(),
+        },
+    );
+    agent.approval.client_tool_name = client_tool_name.into();
+    agent.approval.state_rejected_message = "Changes discarded.".into();
+}
+
+fn with_state(mut body: Value, state: Value) -> Value {
+    body["state"] = state;
+    body
+}
+
+/// The client's state after the run: `initial` with every state event applied in order.
+fn client_state(initial: &Value, events: &[Value]) -> Value {
+    let mut state = initial.clone();
+    for event in events {
+        match event["type"].as_str() {
+            Some("STATE_SNAPSHOT") => state = event["snapshot"].clone(),
+            Some("STATE_DELTA") => {
+                let patch: json_patch::Patch =
+                    serde_json::from_value(event["delta"].clone()).unwrap();
+                json_patch::patch(&mut state, &patch).expect("every delta applies");
+            }
+            _ => {}
+        }
+    }
+    state
+}
+
+fn assistant_call(id: &str, name: &str, arguments: &str) -> Value {
+    json!({"id": format!("a-{id}"), "role": "assistant", "toolCalls": [
+        {"id": id, "type": "function", "function": {"name": name, "arguments": arguments}}
+    ]})
+}
+
+/// Run 1 for a 1.0 client: the prediction streams, then the run asks. Returns the interrupt id
+/// and the client's state after the run.
+async fn predicted(app: &TestApp, before: &Value) -> (String, Value) {
+    app.fake.push(Reply::Sse(chunks::tool_calls(
+        &[("call_w", "write_document", NEW_DOCUMENT)],
+        false,
+    )));
+    let events = app
+        .run_events(
+            "/",
+            &with_state(input(vec![user("Rewrite it.")]), before.clone()),
+        )
+        .await;
+    assert_well_formed(&events);
+    assert!(
+        events.iter().any(|e| e["type"] == "STATE_DELTA"),
+        "the prediction streams: {:?}",
+        types(&events)
+    );
+    let after = client_state(before, &events);
+    assert_eq!(after["document"], "The new version, written by the model.");
+    assert_eq!(after["title"], "Notes", "other keys are kept");
+    let finished = events.last().unwrap();
+    let interrupt = &finished["outcome"]["interrupts"][0];
+    assert_eq!(interrupt["toolCallId"], "call_w", "{finished}");
+    (interrupt["id"].as_str().unwrap().to_owned(), after)
+}
+
+fn history() -> Vec<Value> {
+    vec![
+        user("Rewrite it."),
+        assistant_call("call_w", "write_document", NEW_DOCUMENT),
+    ]
+}
+
+#[tokio::test]
+async fn a_rejected_prediction_is_undone_with_a_snapshot_of_the_state_before_it() {
+    let app = spawn_app(|settings| confirming_writer(settings, "request_approval")).await;
+    let before = json!({"title": "Notes", "document": "The old version."});
+    let (id, predicted_state) = predicted(&app, &before).await;
+
+    app.fake
+        .push(Reply::Sse(chunks::text_reply(&["Kept the old one."])));
+    let mut body = with_state(input(history()), predicted_state);
+    body["resume"] =
+        json!([{"interruptId": id, "status": "resolved", "payload": {"approved": false}}]);
+    let events = app.run_events("/", &body).await;
+    assert_well_formed(&events);
+    assert_eq!(events[1]["type"], "STATE_SNAPSHOT", "{:?}", types(&events));
+    assert_eq!(
+        events[1]["snapshot"], before,
+        "the state from before the prediction"
+    );
+    assert_eq!(client_state(&json!({}), &events), before);
+    assert!(
+        events.iter().any(|e| e["delta"] == "Changes discarded."),
+        "the configured rejection message: {:?}",
+        types(&events)
+    );
+    let result = events
+        .iter()
+        .find(|e| e["type"] == "TOOL_CALL_RESULT")
+        .unwrap();
+    assert_ne!(result["content"], "Document saved.", "the tool never ran");
+}
+
+#[tokio::test]
+async fn a_confirmed_prediction_is_committed_and_the_tool_runs() {
+    let app = spawn_app(|settings| confirming_writer(settings, "request_approval")).await;
+    let before = json!({"title": "Notes", "document": "The old version."});
+    let (id, predicted_state) = predicted(&app, &before).await;
+
+    app.fake.push(Reply::Sse(chunks::text_reply(&["Saved."])));
+    let mut body = with_state(input(history()), predicted_state.clone());
+    body["resume"] =
+        json!([{"interruptId": id, "status": "resolved", "payload": {"approved": true}}]);
+    let events = app.run_events("/", &body).await;
+    assert_well_formed(&events);
+    assert_eq!(events[1]["type"], "STATE_SNAPSHOT");
+    assert_eq!(
+        events[1]["snapshot"], predicted_state,
+        "the prediction is committed"
+    );
+    let result = events
+        .iter()
+        .find(|e| e["type"] == "TOOL_CALL_RESULT")
+        .unwrap();
+    assert_eq!(result["toolCallId"], "call_w");
+    assert_eq!(result["content"], "Document saved.");
+}
+
+#[tokio::test]
+async fn a_tampered_restore_in_the_id_is_refused() {
+    let app = spawn_app(|settings| confirming_writer(settings, "request_approval")).await;
+    let before = json!({"title": "Notes", "document": "The old version."});
+    let (id, predicted_state) = predicted(&app, &before).await;
+    // Keep the tag, swap what would be restored.
+    let (head, _) = id.rsplit_once('_').unwrap();
+    let forged = format!("{head}_W1siZG9jdW1lbnQiLCJldmlsIix0cnVlXV0");
+    let mut body = with_state(input(history()), predicted_state);
+    body["resume"] =
+        json!([{"interruptId": forged, "status": "resolved", "payload": {"approved": false}}]);
+    let events = app.run_events("/", &body).await;
+    assert_well_formed(&events);
+    assert_eq!(events.last().unwrap()["code"], "interrupt_unknown");
+    assert!(!events.iter().any(|e| e["type"] == "STATE_SNAPSHOT"));
+}
+
+#[tokio::test]
+async fn a_0x_client_confirms_through_confirm_changes_as_copilotkit_pages_expect() {
+    let app = spawn_app(|settings| confirming_writer(settings, "confirm_changes")).await;
+    let before = json!({"title": "Notes", "document": "The old version."});
+    app.fake.push(Reply::Sse(chunks::tool_calls(
+        &[("call_w", "write_document", NEW_DOCUMENT)],
+        false,
+    )));
+    let mut first = with_state(input(vec![user("Rewrite it.")]), before.clone());
+    first.as_object_mut().unwrap().remove("protocolVersion");
+    let events = app.run_events("/", &first).await;
+    assert_well_formed(&events);
+    assert_0x_compatible(&events);
+    let confirm = events
+        .iter()
+        .find(|e| e["type"] == "TOOL_CALL_START" && e["toolCallName"] == "confirm_changes")
+        .unwrap_or_else(|| panic!("a confirm_changes call: {:?}", types(&events)));
+    let confirm_id = confirm["toolCallId"].as_str().unwrap().to_owned();
+    let predicted_state = client_state(&before, &events);
+
+    // The page answers the confirm_changes call with {"accepted": false}.
+    app.fake
+        .push(Reply::Sse(chunks::text_reply(&["Discarded."])));
+    let mut messages = history();
+    messages[1]["toolCalls"]
+        .as_array_mut()
+        .unwrap()
+        .push(json!({"id": confirm_id, "type": "function", "function": {"name": "confirm_changes", "arguments": "{}"}}));
+    messages.push(json!({"id": "t-confirm", "role": "tool", "toolCallId": confirm_id, "content": "{\"accepted\":false}"}));
+    let mut second = with_state(input(messages), predicted_state);
+    second.as_object_mut().unwrap().remove("protocolVersion");
+    let events = app.run_events("/", &second).await;
+    assert_well_formed(&events);
+    assert_0x_compatible(&events);
+    assert_eq!(events[1]["type"], "STATE_SNAPSHOT");
+    assert_eq!(events[1]["snapshot"], before);
+    let upstream = app.fake.requests();
+    let last = serde_json::to_string(&upstream.last().unwrap().body).unwrap();
+    assert!(
+        !last.contains("confirm_changes"),
+        "the provider never sees the confirmation call"
+    );
+}

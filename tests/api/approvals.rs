@@ -16,7 +16,7 @@ use std::time::Duration;
 
 use agui_host::agent::SYNTHETIC_MISSING_RESULT;
 use agui_host::settings::{
-    ApprovalPolicySetting, FixedApproval, LlmProvider, Settings, ToolKindSettings, ToolSettings,
+    ApprovalPolicySetting, FixedApproval, Settings, ToolKindSettings, ToolSettings,
 };
 use axum::body::Bytes;
 use axum::extract::State;
@@ -992,13 +992,7 @@ struct StoppableApp {
 /// Like `spawn_app`, but the server stops when told.
 async fn spawn_stoppable(configure: impl FnOnce(&mut Settings)) -> StoppableApp {
     let fake = FakeLlm::start().await;
-    let mut settings = Settings::embedded_default().expect("embedded settings");
-    settings.server.host = "127.0.0.1".into();
-    settings.server.port = 0;
-    settings.llm.provider = LlmProvider::Openai;
-    settings.llm.base_url = fake.base_url();
-    settings.llm.api_key = API_KEY.into();
-    settings.llm.max_retries = 0;
+    let mut settings = test_settings(&fake);
     configure(&mut settings);
     let app = agui_host::app::App::build(settings)
         .await

@@ -17,10 +17,8 @@ pub(crate) struct TestApp {
     pub(crate) client: reqwest::Client,
 }
 
-/// Starts the app on a random port, talking to a fresh fake upstream, with `configure` applied
-/// last. Retries are off unless a test turns them on.
-pub(crate) async fn spawn_app(configure: impl FnOnce(&mut Settings)) -> TestApp {
-    let fake = FakeLlm::start().await;
+/// The embedded defaults on a random loopback port, talking to `fake`, with retries off.
+pub(crate) fn test_settings(fake: &FakeLlm) -> Settings {
     let mut settings = Settings::embedded_default().expect("embedded settings");
     settings.server.host = "127.0.0.1".into();
     settings.server.port = 0;
@@ -28,6 +26,14 @@ pub(crate) async fn spawn_app(configure: impl FnOnce(&mut Settings)) -> TestApp 
     settings.llm.base_url = fake.base_url();
     settings.llm.api_key = API_KEY.into();
     settings.llm.max_retries = 0;
+    settings
+}
+
+/// Starts the app on a random port, talking to a fresh fake upstream, with `configure` applied
+/// last. Retries are off unless a test turns them on.
+pub(crate) async fn spawn_app(configure: impl FnOnce(&mut Settings)) -> TestApp {
+    let fake = FakeLlm::start().await;
+    let mut settings = test_settings(&fake);
     configure(&mut settings);
 
     let app = agui_host::app::App::build(settings)

@@ -4,7 +4,6 @@
 
 use std::time::{Duration, Instant};
 
-use agui_host::settings::{LlmProvider, Settings};
 use agui_host::App;
 use serde_json::Value;
 use tokio::sync::oneshot;
@@ -26,14 +25,8 @@ struct Running {
 /// when the shutdown signal comes.
 async fn start(grace: f64) -> Running {
     let fake = FakeLlm::start().await;
-    let mut settings = Settings::embedded_default().expect("embedded settings");
-    settings.server.host = "127.0.0.1".into();
-    settings.server.port = 0;
+    let mut settings = test_settings(&fake);
     settings.server.shutdown_grace_secs = grace;
-    settings.llm.provider = LlmProvider::Openai;
-    settings.llm.base_url = fake.base_url();
-    settings.llm.api_key = API_KEY.into();
-    settings.llm.max_retries = 0;
     let app = App::build(settings).await.expect("the app builds");
     let address = format!("http://{}", app.local_addr());
     let metrics = app.metrics();

@@ -54,13 +54,13 @@ pub fn build(
         approvals: approvals.clone(),
         rejected_message: settings.approval.rejected_message.clone(),
     };
-    let mut agent: Arc<dyn Agent> = Arc::new(ChatAgent::new(llm, config, tools));
+    let mut agent: Arc<dyn Agent> = Arc::new(ChatAgent::new(llm, config, tools.clone()));
     // Right above the chat agent: it needs the raw tool-call events (arguments as they stream,
     // each call's end and result) and sees the state events of every layer below it, while
     // layers above see its deltas and snapshots as any other state events.
     let predictive = PredictiveStateRules::from_settings(settings);
     if !predictive.is_empty() {
-        agent = Arc::new(PredictiveStateDeltas::new(agent, predictive));
+        agent = Arc::new(PredictiveStateDeltas::new(agent, predictive, tools));
     }
     // Always present: it also refuses a `resume` sent to an agent that asked nothing.
     let signer = ApprovalSigner::new(approval_key, settings.approval.ttl_secs);

@@ -407,6 +407,57 @@ async fn invalid_arguments_restore_the_clients_state() {
 }
 
 #[tokio::test]
+async fn arguments_that_fail_the_tools_schema_restore_the_clients_state() {
+    let app = spawn_app(|s| {
+        predict(s, "recipe", "update_recipe", "recipe");
+        let mut tool = static_tool("update_recipe", json!({"status": "saved"}));
+        tool.parameters = Some(json!({
+            "type": "object",
+            "required": ["recipe"],
+            "properties": {"recipe": {"type": "object", "required": ["title", "servings"],
+                "properties": {"servings": {"type": "integer", "minimum": 1}}}}
+        }));
+        s.agents.get_mut("assistant").unwrap().tools.push(tool);
+    })
+    .await;
+    // Valid JSON, but `servings` breaks the schema: the tool will refuse it.
+    let wrong = r#"{"recipe": {"title": "A title that streams for a while", "servings": 0}}"#;
+    app.fake.push(Reply::Sse(chunks::tool_calls(
+        &[("call_r", "update_recipe", wrong)],
+        false,
+    )));
+    app.fake
+        .push(Reply::Sse(chunks::text_reply(&["Let me fix that."])));
+    let initial = json!({"recipe": {"title": "Grandma's soup"}});
+    let mut body = input(vec![user("Change the recipe")]);
+    body["state"] = initial.clone();
+
+    let events = app.run_events("/", &body).await;
+
+    assert_well_formed(&events);
+    assert!(
+        !of_type(&events, "STATE_DELTA").is_empty(),
+        "it streamed first"
+    );
+    let end = position(&events, "TOOL_CALL_END", "call_r");
+    assert_eq!(
+        events[end + 1]["type"],
+        "STATE_SNAPSHOT",
+        "restored at once"
+    );
+    assert_eq!(events[end + 1]["snapshot"], initial);
+    assert_eq!(client_states(&initial, &events).last().unwrap().1, initial);
+    let result = the(&events, "TOOL_CALL_RESULT");
+    assert!(
+        result["content"]
+            .as_str()
+            .unwrap()
+            .contains("invalid arguments"),
+        "the model is told why: {result}"
+    );
+}
+
+#[tokio::test]
 async fn the_predict_state_event_precedes_the_call_when_enabled() {
     let app = spawn_app(|s| {
         predict(s, "document", "write_document", "document");

@@ -19,7 +19,8 @@
 //! - At `TOOL_CALL_END` the arguments are complete. After the tool's `TOOL_CALL_RESULT` (server
 //!   tools), or right away for a client tool (one named in the request's `tools`), one
 //!   authoritative `STATE_SNAPSHOT` of the view with the final values. If the arguments are not
-//!   valid JSON, a snapshot restores the keys the call had streamed to their values before it;
+//!   valid JSON, or a server tool's schema refuses them (so it will not run), a snapshot
+//!   restores the keys the call had streamed to their values before it, at once;
 //!   reporting the tool error is the chat agent's business. A call the stream leaves unfinished
 //!   is restored the same way when the run ends.
 //!
@@ -55,6 +56,7 @@ use crate::agent::{
 use crate::protocol::{Custom, EventBody, StateDelta, StateSnapshot};
 use crate::settings::AgentSettings;
 use crate::state::{Argument, Coalescing, Projection};
+use crate::tools::ToolRegistry;
 
 /// One predictive state key: the tool whose arguments fill it, and which part of them.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -104,13 +106,16 @@ impl PredictiveStateRules {
 pub struct PredictiveStateDeltas {
     inner: Arc<dyn Agent>,
     rules: Arc<PredictiveStateRules>,
+    /// The agent's server tools, whose schemas decide whether final arguments are valid.
+    tools: ToolRegistry,
 }
 
 impl PredictiveStateDeltas {
-    pub fn new(inner: Arc<dyn Agent>, rules: PredictiveStateRules) -> Self {
+    pub fn new(inner: Arc<dyn Agent>, rules: PredictiveStateRules, tools: ToolRegistry) -> Self {
         PredictiveStateDeltas {
             inner,
             rules: Arc::new(rules),
+            tools,
         }
     }
 }
@@ -135,6 +140,7 @@ impl Agent for PredictiveStateDeltas {
             inner,
             PredictiveMapper {
                 rules: self.rules.clone(),
+                tools: self.tools.clone(),
                 client_tools,
                 view,
                 synced,
@@ -149,6 +155,7 @@ impl Agent for PredictiveStateDeltas {
 /// The per-run state machine.
 struct PredictiveMapper {
     rules: Arc<PredictiveStateRules>,
+    tools: ToolRegistry,
     /// Tools the client runs: their calls end the run, so their snapshot cannot wait for a result.
     client_tools: HashSet<String>,
     /// The state as the client holds it, as far as this run's events tell.
@@ -347,7 +354,22 @@ impl PredictiveMapper {
             return;
         };
         self.owners.retain(|_, owner| owner != id);
-        match projection.finish() {
+        // Arguments the server tool's schema refuses will not run: its state goes back too.
+        let finished =
+            projection
+                .finish()
+                .map_err(|e| e.to_string())
+                .and_then(|finished| {
+                    match self
+                        .tools
+                        .get(&call.tool)
+                        .map(|tool| tool.validate(&finished.arguments))
+                    {
+                        Some(Err(error)) => Err(error.to_string()),
+                        _ => Ok(finished),
+                    }
+                });
+        match finished {
             Ok(finished) => {
                 let values = self
                     .rules
@@ -494,7 +516,8 @@ mod tests {
         request: RunRequest,
     ) -> Vec<AgentUpdate> {
         let inner = ScriptedAgent::new(script);
-        let agent = PredictiveStateDeltas::new(Arc::new(inner.clone()), rules);
+        let agent =
+            PredictiveStateDeltas::new(Arc::new(inner.clone()), rules, ToolRegistry::default());
         let updates = collect(agent.run(request).unwrap()).await;
         assert_eq!(
             inner.last_request().messages.len(),

@@ -22,6 +22,9 @@ use super::ApiError;
 use crate::protocol::{Content, ContentPart, Message, RunAgentInput};
 use crate::settings::InputLimitSettings;
 
+#[cfg(test)]
+mod tests;
+
 /// The refusal of a body that could not even be read (too large, or a broken transfer).
 pub(super) fn body_rejection(rejection: BytesRejection) -> ApiError {
     let status = rejection.status();

@@ -103,6 +103,7 @@ impl App {
             default_agent: settings.default_agent.clone(),
             keep_alive: Duration::from_secs(settings.server.keep_alive_secs.max(1)),
             limits: RunLimits::new(&settings.server.limits),
+            input_limits: settings.server.input_limits.clone(),
             shutdown: shutdown.clone(),
             metrics: Arc::clone(&metrics),
             readiness: Arc::new(Readiness::new(&settings)),

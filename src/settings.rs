@@ -48,6 +48,9 @@ pub struct ServerSettings {
     /// code `shutdown`. Fractions are allowed.
     pub shutdown_grace_secs: f64,
     pub limits: LimitSettings,
+    /// Limits on what one `RunAgentInput` may carry (absent from a file: the defaults).
+    #[serde(default)]
+    pub input_limits: InputLimitSettings,
     pub cors: CorsSettings,
     pub auth: AuthSettings,
     pub ready: ReadySettings,
@@ -63,6 +66,37 @@ pub struct LimitSettings {
     /// Longest one run may stream; 0 = no limit. Then it ends with `RUN_ERROR` `run_deadline`.
     /// Fractions are allowed.
     pub run_deadline_secs: f64,
+}
+
+/// Limits on one request's content, each refused before any stream with a 422 naming it.
+/// `server.body_limit_bytes` bounds the bytes parsed; these bound what a run then works on.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default)]
+pub struct InputLimitSettings {
+    /// Most messages in `messages` (`too_many_messages`).
+    pub max_messages: usize,
+    /// Most bytes of text across all messages: text content and text parts, tool-call names and
+    /// arguments, tool results, reasoning (`content_too_large`). Media data is bounded by
+    /// `server.body_limit_bytes` only.
+    pub max_content_bytes: usize,
+    /// Most client tools in `tools` (`too_many_tools`).
+    pub max_tools: usize,
+    /// Most entries in `context` (`too_many_context_entries`).
+    pub max_context_entries: usize,
+    /// Most bytes of `context` descriptions and values together (`context_too_large`).
+    pub max_context_bytes: usize,
+}
+
+impl Default for InputLimitSettings {
+    fn default() -> Self {
+        InputLimitSettings {
+            max_messages: 1000,
+            max_content_bytes: 2 * 1024 * 1024,
+            max_tools: 128,
+            max_context_entries: 100,
+            max_context_bytes: 256 * 1024,
+        }
+    }
 }
 
 /// Cross-origin access for frontends that call the service straight from the browser.
@@ -892,6 +926,18 @@ result = "ok"
         assert!(settings.server.limits.max_concurrent_runs > 0);
         assert!(settings.server.limits.run_deadline_secs > 0.0);
         assert!(settings.metrics.enabled && settings.metrics.require_auth);
+    }
+
+    #[test]
+    fn input_limits_have_defaults_and_come_from_variables() {
+        let settings = Settings::embedded_default().unwrap();
+        let limits = &settings.server.input_limits;
+        assert_eq!(limits.max_messages, 1000);
+        assert_eq!(limits.max_content_bytes, 2 * 1024 * 1024);
+        assert_eq!(limits.max_tools, 128);
+        let settings = with_env(&[("APP_SERVER__INPUT_LIMITS__MAX_MESSAGES", "5")]).unwrap();
+        assert_eq!(settings.server.input_limits.max_messages, 5);
+        assert_eq!(settings.server.input_limits.max_tools, 128);
     }
 
     #[test]

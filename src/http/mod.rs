@@ -8,12 +8,13 @@
 //! limit). Limits and deadlines of a *run* cannot be tower layers: a tower future ends at the
 //! response headers, a run at its last event; [`limits`] and the pump in `run` hold them.
 //!
-//! Files: `run` (the run endpoints and the SSE pump), `error` (ApiError), `ops` (health and
-//! readiness), `metrics` (the registry and `/metrics`), `limits` (run slots, deadline,
-//! shutdown), `auth` (tokens), `cors`.
+//! Files: `run` (the run endpoints and the SSE pump), `decode` (body to `RunAgentInput`, input
+//! limits), `error` (ApiError), `ops` (health and readiness), `metrics` (the registry and
+//! `/metrics`), `limits` (run slots, deadline, shutdown), `auth` (tokens), `cors`.
 
 mod auth;
 mod cors;
+mod decode;
 mod error;
 mod limits;
 mod metrics;
@@ -36,7 +37,7 @@ use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetReques
 use tower_http::trace::TraceLayer;
 
 use crate::agent::Agent;
-use crate::settings::{Settings, SettingsError};
+use crate::settings::{InputLimitSettings, Settings, SettingsError};
 pub use error::ApiError;
 pub use limits::{RunLimits, Shutdown};
 pub use metrics::Metrics;
@@ -52,6 +53,8 @@ pub struct AppState {
     pub default_agent: String,
     pub keep_alive: Duration,
     pub limits: RunLimits,
+    /// What one request may carry (`server.input_limits`).
+    pub input_limits: InputLimitSettings,
     pub shutdown: Shutdown,
     pub metrics: Arc<Metrics>,
     pub readiness: Arc<Readiness>,

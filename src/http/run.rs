@@ -1,4 +1,4 @@
-//! `POST /` and `POST /{agent}`: decode a `RunAgentInput`, start the agent, and stream its
+//! `POST /` and `POST /{agent}`: decode a `RunAgentInput` (see `decode`), start the agent, and stream its
 //! updates through the run encoder as SSE.
 //!
 //! The pump owns everything a run holds for its stream's whole life: its concurrency slot and
@@ -19,10 +19,11 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
+use super::decode;
 use super::metrics::RunGuard;
 use super::{ApiError, AppState};
 use crate::agent::{AgentStream, AgentUpdate, RunRequest};
-use crate::protocol::{EventBody, RunAgentInput, RunEncoder, KEEP_ALIVE_FRAME};
+use crate::protocol::{EventBody, RunEncoder, KEEP_ALIVE_FRAME};
 
 /// Most bytes gathered into one body chunk when several updates are ready at once: batching
 /// saves a write per event under load without holding back a slow stream.
@@ -60,7 +61,8 @@ fn run_agent(
             ),
         ));
     };
-    let input = decode_input(body)?;
+    let bytes = body.map_err(decode::body_rejection)?;
+    let input = decode::decode_run_input(&bytes, &state.input_limits)?;
     // After validation, so a malformed request is told so even when the server is full.
     let permit = state.limits.try_acquire()?;
     let request = RunRequest::from(input);
@@ -97,38 +99,6 @@ fn run_agent(
     // Tells nginx-style proxies not to buffer the stream.
     headers.insert("x-accel-buffering", HeaderValue::from_static("no"));
     Ok(response)
-}
-
-/// Decodes the body: a JSON syntax error is 400, a well-formed body of the wrong shape 422, a
-/// body over the limit 413. Any content type is accepted: the body is what matters.
-fn decode_input(body: Result<Bytes, BytesRejection>) -> Result<RunAgentInput, ApiError> {
-    let bytes = body.map_err(|rejection| {
-        let status = rejection.status();
-        if status == StatusCode::PAYLOAD_TOO_LARGE {
-            ApiError::new(
-                status,
-                "payload_too_large",
-                "the request body is larger than server.body_limit_bytes",
-            )
-        } else {
-            ApiError::new(status, "invalid_body", rejection.body_text())
-        }
-    })?;
-    serde_json::from_slice(&bytes).map_err(|error| {
-        use serde_json::error::Category;
-        match error.classify() {
-            Category::Syntax | Category::Eof | Category::Io => ApiError::new(
-                StatusCode::BAD_REQUEST,
-                "invalid_json",
-                format!("the body is not valid JSON: {error}"),
-            ),
-            Category::Data => ApiError::new(
-                StatusCode::UNPROCESSABLE_ENTITY,
-                "invalid_request",
-                format!("the body is not a valid RunAgentInput: {error}"),
-            ),
-        }
-    })
 }
 
 /// The per-run pump between the agent and the response body.

@@ -19,6 +19,7 @@ mod cors;
 mod examples;
 mod health;
 mod history;
+mod hostile_input;
 mod limits;
 mod metrics;
 mod predicted_state_confirmation;

@@ -1,0 +1,165 @@
+//! Request decoding: the body's bytes to a `RunAgentInput`, or the 4xx that refuses them.
+//!
+//! A JSON syntax error is 400 `invalid_json`, a well-formed body of the wrong shape 422
+//! `invalid_request`, a body over `server.body_limit_bytes` 413, and a valid input over one of
+//! `server.input_limits` 422 with a code naming that limit.
+//!
+//! The input limits are checked here, on the decoded input, rather than in `RunRequest`
+//! construction or in the agents: they hold for every agent alike, they come before the run
+//! takes a concurrency slot (a refused request never holds one), and before any middleware does
+//! work in proportion to the input (state validation, history repair, prompt building).
+//! `RunRequest::from` stays an infallible conversion. The body limit already bounds the parse
+//! itself, and serde_json's recursion limit (128) bounds nesting, so decoding a hostile body is
+//! linear in its size.
+//!
+//! [`decode_run_input`] is a pure function of the bytes, so the property test below
+//! (`decode/tests.rs`) can feed it generated inputs by the thousand.
+
+use axum::extract::rejection::BytesRejection;
+use axum::http::StatusCode;
+
+use super::ApiError;
+use crate::protocol::{Content, ContentPart, Message, RunAgentInput};
+use crate::settings::InputLimitSettings;
+
+#[cfg(test)]
+mod tests;
+
+/// The refusal of a body that could not even be read (too large, or a broken transfer).
+pub(super) fn body_rejection(rejection: BytesRejection) -> ApiError {
+    let status = rejection.status();
+    if status == StatusCode::PAYLOAD_TOO_LARGE {
+        ApiError::new(
+            status,
+            "payload_too_large",
+            "the request body is larger than server.body_limit_bytes",
+        )
+    } else {
+        ApiError::new(status, "invalid_body", rejection.body_text())
+    }
+}
+
+/// Decodes a body and checks it against the input limits. Any content type is accepted: the
+/// body is what matters.
+pub(super) fn decode_run_input(
+    bytes: &[u8],
+    limits: &InputLimitSettings,
+) -> Result<RunAgentInput, ApiError> {
+    let input: RunAgentInput = serde_json::from_slice(bytes).map_err(|error| {
+        use serde_json::error::Category;
+        match error.classify() {
+            Category::Syntax | Category::Eof | Category::Io => ApiError::new(
+                StatusCode::BAD_REQUEST,
+                "invalid_json",
+                format!("the body is not valid JSON: {error}"),
+            ),
+            Category::Data => ApiError::new(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "invalid_request",
+                format!("the body is not a valid RunAgentInput: {error}"),
+            ),
+        }
+    })?;
+    check_input_limits(&input, limits)?;
+    Ok(input)
+}
+
+/// Refuses an input over one of `server.input_limits`, naming the limit.
+fn check_input_limits(input: &RunAgentInput, limits: &InputLimitSettings) -> Result<(), ApiError> {
+    let over = |code: &'static str, what: &str, actual: usize, key: &str, limit: usize| {
+        Err(ApiError::new(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            code,
+            format!(
+                "the request has {actual} {what}, over this server's limit of {limit} \
+                 (server.input_limits.{key})"
+            ),
+        ))
+    };
+    if input.messages.len() > limits.max_messages {
+        return over(
+            "too_many_messages",
+            "messages",
+            input.messages.len(),
+            "max_messages",
+            limits.max_messages,
+        );
+    }
+    let content = content_bytes(&input.messages);
+    if content > limits.max_content_bytes {
+        return over(
+            "content_too_large",
+            "bytes of message content",
+            content,
+            "max_content_bytes",
+            limits.max_content_bytes,
+        );
+    }
+    if input.tools.len() > limits.max_tools {
+        return over(
+            "too_many_tools",
+            "client tools",
+            input.tools.len(),
+            "max_tools",
+            limits.max_tools,
+        );
+    }
+    if input.context.len() > limits.max_context_entries {
+        return over(
+            "too_many_context_entries",
+            "context entries",
+            input.context.len(),
+            "max_context_entries",
+            limits.max_context_entries,
+        );
+    }
+    let context: usize = input
+        .context
+        .iter()
+        .map(|entry| entry.description.len() + entry.value.len())
+        .sum();
+    if context > limits.max_context_bytes {
+        return over(
+            "context_too_large",
+            "bytes of context",
+            context,
+            "max_context_bytes",
+            limits.max_context_bytes,
+        );
+    }
+    Ok(())
+}
+
+/// Bytes of text across the messages: what reaches the model's prompt. Media data is not
+/// counted (the body limit bounds it); activity messages never reach the model.
+fn content_bytes(messages: &[Message]) -> usize {
+    fn content(content: &Content) -> usize {
+        match content {
+            Content::Text(text) => text.len(),
+            Content::Parts(parts) => parts
+                .iter()
+                .map(|part| match part {
+                    ContentPart::Text { text, .. } => text.len(),
+                    _ => 0,
+                })
+                .sum(),
+        }
+    }
+    messages
+        .iter()
+        .map(|message| match message {
+            Message::Developer(m) | Message::System(m) => m.content.len(),
+            Message::Assistant(m) => {
+                m.content.as_ref().map_or(0, String::len)
+                    + m.tool_calls
+                        .iter()
+                        .map(|call| call.function.name.len() + call.function.arguments.len())
+                        .sum::<usize>()
+            }
+            Message::User(m) => content(&m.content),
+            Message::Tool(m) => content(&m.content) + m.error.as_ref().map_or(0, String::len),
+            Message::Reasoning(m) => m.content.len(),
+            Message::Activity(_) => 0,
+        })
+        .fold(0, usize::saturating_add)
+}

@@ -21,6 +21,10 @@ use serde_json::Value;
 /// The embedded default configuration (the same text as `config/default.toml`).
 pub const DEFAULT_TOML: &str = include_str!("../config/default.toml");
 
+/// The embedded demo agents (the same text as `config/demo.toml`): one per AG-UI dojo feature,
+/// added when `demo_agents` is on (see [`Settings::add_demo_agents`]).
+pub const DEMO_TOML: &str = include_str!("../config/demo.toml");
+
 /// Everything the service needs to start.
 #[derive(Debug, Clone, Deserialize)]
 pub struct Settings {
@@ -34,6 +38,20 @@ pub struct Settings {
     pub default_agent: String,
     /// The configured agents by name; each is also served on `POST /<name>`.
     pub agents: BTreeMap<String, AgentSettings>,
+    /// Add the AG-UI dojo demo agents of `config/demo.toml` (`/agentic_chat`, ...), except
+    /// where a configured agent has the same name. Never in `security.mode = "production"`.
+    #[serde(default = "default_demo_agents")]
+    pub demo_agents: bool,
+}
+
+fn default_demo_agents() -> bool {
+    true
+}
+
+/// The shape of `config/demo.toml`: agents only.
+#[derive(Deserialize)]
+struct DemoAgents {
+    agents: BTreeMap<String, AgentSettings>,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -669,8 +687,31 @@ impl Settings {
             ))
             .build()?
             .try_deserialize()?;
+        let mut settings = settings;
+        settings.add_demo_agents()?;
         settings.validate()?;
         Ok(settings)
+    }
+
+    /// Adds the demo agents of [`DEMO_TOML`] when `demo_agents` is on and the mode is not
+    /// production, keeping any configured agent of the same name. They are not in
+    /// `default.toml` because agent maps of configuration layers merge: an agent there could
+    /// never be removed by a user's file.
+    ///
+    /// # Errors
+    /// The embedded demo file does not parse (a bug caught by the tests).
+    pub fn add_demo_agents(&mut self) -> Result<(), SettingsError> {
+        if !self.demo_agents || self.security.mode == RunMode::Production {
+            return Ok(());
+        }
+        let demo: DemoAgents = config::Config::builder()
+            .add_source(config::File::from_str(DEMO_TOML, config::FileFormat::Toml))
+            .build()?
+            .try_deserialize()?;
+        for (name, agent) in demo.agents {
+            self.agents.entry(name).or_insert(agent);
+        }
+        Ok(())
     }
 
     /// Loads every layer described in the module docs. `config_file` is the `--config` option.
@@ -709,7 +750,8 @@ impl Settings {
                 builder = builder.set_override(key, value)?;
             }
         }
-        let settings: Settings = builder.build()?.try_deserialize()?;
+        let mut settings: Settings = builder.build()?.try_deserialize()?;
+        settings.add_demo_agents()?;
         settings.validate()?;
         Ok(settings)
     }

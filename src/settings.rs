@@ -1010,6 +1010,52 @@ everything = { tool = "write_document", tool_argument = "*" }
     }
 
     #[test]
+    fn demo_agents_are_added_unless_off_in_production_or_configured() {
+        const DEMO: [&str; 7] = [
+            "agentic_chat",
+            "backend_tool_rendering",
+            "human_in_the_loop",
+            "agentic_generative_ui",
+            "tool_based_generative_ui",
+            "shared_state",
+            "predictive_state_updates",
+        ];
+        let settings = Settings::embedded_default().unwrap();
+        assert!(settings.demo_agents);
+        for name in DEMO {
+            assert!(settings.agents.contains_key(name), "{name}");
+        }
+        let only_default = |settings: &mut Settings| {
+            settings.agents.retain(|name, _| name == "assistant");
+        };
+
+        let mut off = settings.clone();
+        only_default(&mut off);
+        off.demo_agents = false;
+        off.add_demo_agents().unwrap();
+        assert_eq!(off.agents.len(), 1);
+
+        let mut production = settings.clone();
+        only_default(&mut production);
+        production.security.mode = RunMode::Production;
+        production.add_demo_agents().unwrap();
+        assert_eq!(production.agents.len(), 1, "never in production");
+
+        let mut mine = settings.clone();
+        only_default(&mut mine);
+        let mut agent = mine.agents["assistant"].clone();
+        agent.instructions = "mine".into();
+        mine.agents.insert("shared_state".into(), agent);
+        mine.add_demo_agents().unwrap();
+        assert_eq!(mine.agents.len(), 8);
+        assert_eq!(mine.agents["shared_state"].instructions, "mine");
+        assert!(mine.agents["shared_state"].tools[0].name == "get_weather");
+
+        let vars = with_env(&[("APP_DEMO_AGENTS", "false")]).unwrap();
+        assert!(!vars.demo_agents);
+    }
+
+    #[test]
     fn unknown_default_agent_is_rejected() {
         let mut settings = Settings::embedded_default().unwrap();
         settings.default_agent = "nobody".into();

@@ -87,7 +87,12 @@ fn text_reply(text: &str, input_tokens: u64) -> Vec<LlmEvent> {
     events
 }
 
-fn tool_call_reply(name: &str, arguments: Value, ordinal: usize, input_tokens: u64) -> Vec<LlmEvent> {
+fn tool_call_reply(
+    name: &str,
+    arguments: Value,
+    ordinal: usize,
+    input_tokens: u64,
+) -> Vec<LlmEvent> {
     let arguments = arguments.to_string();
     let mut events = vec![LlmEvent::ToolCallDelta {
         index: 0,
@@ -133,12 +138,16 @@ fn next_progress_call(request: &ChatRequest) -> Option<(&ToolSpec, Value)> {
     if content.trim_start().starts_with("{\"error\"") {
         return None;
     }
-    let call = request.messages.iter().rev().find_map(|message| match message {
-        ChatMessage::Assistant { tool_calls, .. } => {
-            tool_calls.iter().find(|call| &call.id == tool_call_id)
-        }
-        _ => None,
-    })?;
+    let call = request
+        .messages
+        .iter()
+        .rev()
+        .find_map(|message| match message {
+            ChatMessage::Assistant { tool_calls, .. } => {
+                tool_calls.iter().find(|call| &call.id == tool_call_id)
+            }
+            _ => None,
+        })?;
     let tool = request.tools.iter().find(|tool| tool.name == call.name)?;
     let mut arguments: Value = serde_json::from_str(&call.arguments).ok()?;
     let properties = tool.parameters.get("properties")?.as_object()?;
@@ -184,8 +193,25 @@ pub(crate) struct Generator {
 }
 
 const COLOURS: &[&str] = &[
-    "red", "orange", "yellow", "green", "blue", "purple", "pink", "black", "white", "gray",
-    "grey", "teal", "navy", "gold", "silver", "brown", "cyan", "magenta", "lightblue",
+    "red",
+    "orange",
+    "yellow",
+    "green",
+    "blue",
+    "purple",
+    "pink",
+    "black",
+    "white",
+    "gray",
+    "grey",
+    "teal",
+    "navy",
+    "gold",
+    "silver",
+    "brown",
+    "cyan",
+    "magenta",
+    "lightblue",
 ];
 const ICONS: &[&str] = &["🍗", "🌶️", "🧂", "🥬", "🧄"];
 const AMOUNTS: &[&str] = &["2 pieces", "1 tsp", "1 pinch", "4 leaves", "2 cloves"];
@@ -421,7 +447,11 @@ fn tool_keywords(name: &str) -> Vec<String> {
         .filter(|w| !w.is_empty())
         .map(str::to_ascii_lowercase)
         .collect();
-    let nouns = if words.len() > 1 { &words[1..] } else { &words[..] };
+    let nouns = if words.len() > 1 {
+        &words[1..]
+    } else {
+        &words[..]
+    };
     let mut keywords = Vec::new();
     for noun in nouns.iter().filter(|w| w.len() >= 3) {
         keywords.push(noun.clone());
@@ -891,7 +921,10 @@ mod tests {
         for (text, expected) in cases {
             let events = reply(&request(vec![ChatMessage::user_text(text)], tools.clone()));
             assert_eq!(call_of(&events).0, expected, "{text}");
-            assert_eq!(events, reply(&request(vec![ChatMessage::user_text(text)], tools.clone())));
+            assert_eq!(
+                events,
+                reply(&request(vec![ChatMessage::user_text(text)], tools.clone()))
+            );
         }
         let (_, arguments) = call_of(&reply(&request(
             vec![ChatMessage::user_text("Change the background to blue")],
@@ -922,7 +955,10 @@ mod tests {
         assert_eq!(haiku["japanese"].as_array().unwrap().len(), 3);
         assert_eq!(haiku["english"].as_array().unwrap().len(), 3);
         assert!(haiku["image_name"].as_str().unwrap().ends_with(".jpg"));
-        assert!(haiku["gradient"].as_str().unwrap().starts_with("linear-gradient"));
+        assert!(haiku["gradient"]
+            .as_str()
+            .unwrap()
+            .starts_with("linear-gradient"));
     }
 
     #[test]

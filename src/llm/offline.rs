@@ -2,7 +2,7 @@
 //! service can be tried (and tested end to end) with no network and no account.
 //!
 //! It answers through the same [`LlmEvent`] stream as a real server, with word-sized text
-//! deltas and no artificial delay:
+//! deltas and no artificial delay (except between the steps of a progress tool):
 //! - after a tool result (the last message is a `Tool` message), a sentence quoting it, unless
 //!   the answered call reported progress (an array of `{status}` items whose schema allows
 //!   `"completed"`, such as the demo's `update_steps`) with items still to do: then the same
@@ -26,14 +26,25 @@ use super::{ChatMessage, ChatRequest, FinishReason, LlmEvent, ToolSpec, Usage, U
 /// What [`super::LlmClient::default_model`] reports for this backend.
 pub(crate) const MODEL_NAME: &str = "offline";
 
+/// How long each step of a progress tool "works" before the next call (streams only).
+const PROGRESS_STEP_DELAY: std::time::Duration = std::time::Duration::from_millis(400);
+
 /// How much of the user's text or of a tool result is quoted back.
 const QUOTE_MAX_CHARS: usize = 200;
 
 /// Lazy like a real request: the reply is computed when the stream is first polled.
+///
+/// The one pause: before the next step of a progress tool (see [`next_progress_call`]), as if
+/// the step took [`PROGRESS_STEP_DELAY`] of work, so a page shows the steps complete one by one.
 pub(crate) fn stream(request: ChatRequest) -> BoxStream<'static, Result<LlmEvent, LlmError>> {
-    stream::once(async move { stream::iter(reply(&request).into_iter().map(Ok)) })
-        .flatten()
-        .boxed()
+    stream::once(async move {
+        if next_progress_call(&request).is_some() {
+            tokio::time::sleep(PROGRESS_STEP_DELAY).await;
+        }
+        stream::iter(reply(&request).into_iter().map(Ok))
+    })
+    .flatten()
+    .boxed()
 }
 
 /// The complete reply to `request`, as the events a stream would yield.

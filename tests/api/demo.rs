@@ -189,9 +189,14 @@ async fn human_in_the_loop_streams_generate_task_steps_then_answers_the_decision
 #[tokio::test]
 async fn agentic_generative_ui_publishes_steps_then_completes_them_one_by_one() {
     let app = offline_demo().await;
+    let started = std::time::Instant::now();
     let events = app
         .run_events("/agentic_generative_ui", &input(vec![user("Plan a party")]))
         .await;
+    assert!(
+        started.elapsed() >= std::time::Duration::from_millis(1200),
+        "the steps complete over time, not at once"
+    );
     assert_well_formed(&events);
     assert_eq!(last(&events)["outcome"]["type"], "success");
     // The state after each state event, as the page sees it.

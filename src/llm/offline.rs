@@ -193,8 +193,8 @@ fn next_progress_call(request: &ChatRequest) -> Option<(&ToolSpec, Value)> {
 /// - objects: their `required` properties, or all of them when none is required;
 /// - numbers 0, booleans true;
 /// - strings by the property's name: a colour named in the text for `background`/`color`, a
-///   CSS gradient, an emoji `icon`, an `amount`, a Markdown `document`, step `description`s,
-///   ingredient `name`s, a `title`; anything else gets the subject (the text after the tool's
+///   CSS gradient, an emoji `icon`, an `amount`, a Markdown `document`, the members of steps
+///   or tasks, ingredient `name`s, a `title`; anything else gets the subject (the text after the tool's
 ///   name, without a leading preposition).
 pub(crate) struct Generator {
     /// The user's whole text, lowercased (to find colours and enum values in).
@@ -386,7 +386,7 @@ impl Generator {
         if parent.contains("instruction") {
             return format!("Step {}: {} {}.", index + 1, STEP_VERBS[index % 5], subject);
         }
-        if name == "description" || parent.contains("step") {
+        if parent.contains("step") || parent.contains("task") {
             return format!("{} {}", STEP_VERBS[index % STEP_VERBS.len()], subject);
         }
         if name == "title" {

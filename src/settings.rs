@@ -639,6 +639,10 @@ pub enum ToolKindSettings {
         argument: String,
         #[serde(default = "default_confirmation")]
         confirmation: String,
+        /// How the key is written: the whole value (`set`, the default), or only what changed
+        /// when the key already holds a value (`diff`).
+        #[serde(default)]
+        update: StateWriteUpdate,
     },
     /// POSTs the arguments as JSON to `url`; the JSON answer is the result.
     Http {
@@ -654,6 +658,18 @@ pub enum ToolKindSettings {
         #[serde(default)]
         envelope: bool,
     },
+}
+
+/// How a `state` tool writes its key.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StateWriteUpdate {
+    /// One `add` of the key with the whole new value.
+    #[default]
+    Set,
+    /// When the key already holds a value: only the differences, as JSON Patch operations on
+    /// it (e.g. one `replace` of a step's status); otherwise as `set`.
+    Diff,
 }
 
 fn all_arguments() -> String {

@@ -224,6 +224,16 @@ async fn agentic_generative_ui_publishes_steps_then_completes_them_one_by_one() 
             "completed,completed,completed"
         ]
     );
+    // The list once, then one `replace` per completed step.
+    let deltas = of_type(&events, "STATE_DELTA");
+    assert_eq!(deltas[0]["delta"][0]["op"], "add");
+    assert_eq!(deltas[0]["delta"][0]["path"], "/steps");
+    for (i, delta) in deltas[1..].iter().enumerate() {
+        assert_eq!(
+            delta["delta"],
+            json!([{"op": "replace", "path": format!("/steps/{i}/status"), "value": "completed"}])
+        );
+    }
     assert!(state["steps"][0]["description"]
         .as_str()
         .unwrap()

@@ -21,6 +21,10 @@ use serde_json::Value;
 /// The embedded default configuration (the same text as `config/default.toml`).
 pub const DEFAULT_TOML: &str = include_str!("../config/default.toml");
 
+/// The embedded demo agents (the same text as `config/demo.toml`): one per AG-UI dojo feature,
+/// added when `demo_agents` is on (see [`Settings::add_demo_agents`]).
+pub const DEMO_TOML: &str = include_str!("../config/demo.toml");
+
 /// Everything the service needs to start.
 #[derive(Debug, Clone, Deserialize)]
 pub struct Settings {
@@ -34,6 +38,20 @@ pub struct Settings {
     pub default_agent: String,
     /// The configured agents by name; each is also served on `POST /<name>`.
     pub agents: BTreeMap<String, AgentSettings>,
+    /// Add the AG-UI dojo demo agents of `config/demo.toml` (`/agentic_chat`, ...), except
+    /// where a configured agent has the same name. Never in `security.mode = "production"`.
+    #[serde(default = "default_demo_agents")]
+    pub demo_agents: bool,
+}
+
+fn default_demo_agents() -> bool {
+    true
+}
+
+/// The shape of `config/demo.toml`: agents only.
+#[derive(Deserialize)]
+struct DemoAgents {
+    agents: BTreeMap<String, AgentSettings>,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -655,6 +673,10 @@ pub enum ToolKindSettings {
         argument: String,
         #[serde(default = "default_confirmation")]
         confirmation: String,
+        /// How the key is written: the whole value (`set`, the default), or only what changed
+        /// when the key already holds a value (`diff`).
+        #[serde(default)]
+        update: StateWriteUpdate,
     },
     /// POSTs the arguments as JSON to `url`; the JSON answer is the result.
     Http {
@@ -670,6 +692,18 @@ pub enum ToolKindSettings {
         #[serde(default)]
         envelope: bool,
     },
+}
+
+/// How a `state` tool writes its key.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StateWriteUpdate {
+    /// One `add` of the key with the whole new value.
+    #[default]
+    Set,
+    /// When the key already holds a value: only the differences, as JSON Patch operations on
+    /// it (e.g. one `replace` of a step's status); otherwise as `set`.
+    Diff,
 }
 
 fn all_arguments() -> String {
@@ -703,8 +737,31 @@ impl Settings {
             ))
             .build()?
             .try_deserialize()?;
+        let mut settings = settings;
+        settings.add_demo_agents()?;
         settings.validate()?;
         Ok(settings)
+    }
+
+    /// Adds the demo agents of [`DEMO_TOML`] when `demo_agents` is on and the mode is not
+    /// production, keeping any configured agent of the same name. They are not in
+    /// `default.toml` because agent maps of configuration layers merge: an agent there could
+    /// never be removed by a user's file.
+    ///
+    /// # Errors
+    /// The embedded demo file does not parse (a bug caught by the tests).
+    pub fn add_demo_agents(&mut self) -> Result<(), SettingsError> {
+        if !self.demo_agents || self.security.mode == RunMode::Production {
+            return Ok(());
+        }
+        let demo: DemoAgents = config::Config::builder()
+            .add_source(config::File::from_str(DEMO_TOML, config::FileFormat::Toml))
+            .build()?
+            .try_deserialize()?;
+        for (name, agent) in demo.agents {
+            self.agents.entry(name).or_insert(agent);
+        }
+        Ok(())
     }
 
     /// Loads every layer described in the module docs. `config_file` is the `--config` option.
@@ -743,7 +800,8 @@ impl Settings {
                 builder = builder.set_override(key, value)?;
             }
         }
-        let settings: Settings = builder.build()?.try_deserialize()?;
+        let mut settings: Settings = builder.build()?.try_deserialize()?;
+        settings.add_demo_agents()?;
         settings.validate()?;
         Ok(settings)
     }
@@ -1011,6 +1069,52 @@ everything = { tool = "write_document", tool_argument = "*" }
                 },
             );
         assert!(settings.validate().is_err());
+    }
+
+    #[test]
+    fn demo_agents_are_added_unless_off_in_production_or_configured() {
+        const DEMO: [&str; 7] = [
+            "agentic_chat",
+            "backend_tool_rendering",
+            "human_in_the_loop",
+            "agentic_generative_ui",
+            "tool_based_generative_ui",
+            "shared_state",
+            "predictive_state_updates",
+        ];
+        let settings = Settings::embedded_default().unwrap();
+        assert!(settings.demo_agents);
+        for name in DEMO {
+            assert!(settings.agents.contains_key(name), "{name}");
+        }
+        let only_default = |settings: &mut Settings| {
+            settings.agents.retain(|name, _| name == "assistant");
+        };
+
+        let mut off = settings.clone();
+        only_default(&mut off);
+        off.demo_agents = false;
+        off.add_demo_agents().unwrap();
+        assert_eq!(off.agents.len(), 1);
+
+        let mut production = settings.clone();
+        only_default(&mut production);
+        production.security.mode = RunMode::Production;
+        production.add_demo_agents().unwrap();
+        assert_eq!(production.agents.len(), 1, "never in production");
+
+        let mut mine = settings.clone();
+        only_default(&mut mine);
+        let mut agent = mine.agents["assistant"].clone();
+        agent.instructions = "mine".into();
+        mine.agents.insert("shared_state".into(), agent);
+        mine.add_demo_agents().unwrap();
+        assert_eq!(mine.agents.len(), 8);
+        assert_eq!(mine.agents["shared_state"].instructions, "mine");
+        assert!(mine.agents["shared_state"].tools[0].name == "get_weather");
+
+        let vars = with_env(&[("APP_DEMO_AGENTS", "false")]).unwrap();
+        assert!(!vars.demo_agents);
     }
 
     #[test]

@@ -2,11 +2,19 @@
 //! service can be tried (and tested end to end) with no network and no account.
 //!
 //! It answers through the same [`LlmEvent`] stream as a real server, with word-sized text
-//! deltas and no artificial delay:
-//! - after a tool result (the last message is a `Tool` message), a sentence quoting it;
-//! - when the last user message names one of the request's tools, a call to that tool, its
-//!   required arguments filled from the text after the name;
+//! deltas and no artificial delay (except between the steps of a progress tool):
+//! - after a tool result (the last message is a `Tool` message), a sentence quoting it, unless
+//!   the answered call reported progress (an array of `{status}` items whose schema allows
+//!   `"completed"`, such as the demo's `update_steps`) with items still to do: then the same
+//!   tool again with the next item completed;
+//! - when the last user message names one of the request's tools, a call to that tool; a tool
+//!   is named by its exact name, or else by a word of its name after the leading verb
+//!   (`background` for `change_background`, `weather`, `haiku`, `steps` or `plan`, `recipe`,
+//!   `document`). Its arguments come from its JSON Schema with believable values derived from
+//!   the text after the name (see [`Generator`]), streamed in several fragments;
 //! - otherwise a scripted reply that says how to configure a real model.
+//!
+//! Everything is a pure function of the request: the same request gets the same reply.
 
 use futures_util::stream::{self, BoxStream};
 use futures_util::StreamExt;
@@ -18,21 +26,36 @@ use super::{ChatMessage, ChatRequest, FinishReason, LlmEvent, ToolSpec, Usage, U
 /// What [`super::LlmClient::default_model`] reports for this backend.
 pub(crate) const MODEL_NAME: &str = "offline";
 
+/// How long each step of a progress tool "works" before the next call (streams only).
+const PROGRESS_STEP_DELAY: std::time::Duration = std::time::Duration::from_millis(400);
+
 /// How much of the user's text or of a tool result is quoted back.
 const QUOTE_MAX_CHARS: usize = 200;
 
 /// Lazy like a real request: the reply is computed when the stream is first polled.
+///
+/// The one pause: before the next step of a progress tool (see [`next_progress_call`]), as if
+/// the step took [`PROGRESS_STEP_DELAY`] of work, so a page shows the steps complete one by one.
 pub(crate) fn stream(request: ChatRequest) -> BoxStream<'static, Result<LlmEvent, LlmError>> {
-    stream::once(async move { stream::iter(reply(&request).into_iter().map(Ok)) })
-        .flatten()
-        .boxed()
+    stream::once(async move {
+        if next_progress_call(&request).is_some() {
+            tokio::time::sleep(PROGRESS_STEP_DELAY).await;
+        }
+        stream::iter(reply(&request).into_iter().map(Ok))
+    })
+    .flatten()
+    .boxed()
 }
 
 /// The complete reply to `request`, as the events a stream would yield.
 pub(crate) fn reply(request: &ChatRequest) -> Vec<LlmEvent> {
     let input_tokens: u64 = request.messages.iter().map(message_words).sum();
 
+    let ordinal = previous_tool_calls(&request.messages) + 1;
     if let Some(ChatMessage::Tool { content, .. }) = request.messages.last() {
+        if let Some((tool, arguments)) = next_progress_call(request) {
+            return tool_call_reply(&tool.name, arguments, ordinal, input_tokens);
+        }
         let text = format!(
             "The tool returned: {}",
             truncate_chars(content.trim(), QUOTE_MAX_CHARS)
@@ -41,9 +64,12 @@ pub(crate) fn reply(request: &ChatRequest) -> Vec<LlmEvent> {
     }
 
     let user_text = last_user_text(&request.messages);
-    if let Some((tool, rest)) = find_named_tool(&request.tools, &user_text) {
-        let ordinal = previous_tool_calls(&request.messages) + 1;
-        return tool_call_reply(tool, rest, ordinal, input_tokens);
+    let found = find_named_tool(&request.tools, &user_text)
+        .or_else(|| find_tool_by_keyword(&request.tools, &user_text));
+    if let Some((tool, rest)) = found {
+        let generator = Generator::new(&user_text, rest);
+        let arguments = generator.arguments(&tool.name, &tool.parameters);
+        return tool_call_reply(&tool.name, Value::Object(arguments), ordinal, input_tokens);
     }
 
     let text = format!(
@@ -73,21 +99,22 @@ fn text_reply(text: &str, input_tokens: u64) -> Vec<LlmEvent> {
 }
 
 fn tool_call_reply(
-    tool: &ToolSpec,
-    rest: &str,
+    name: &str,
+    arguments: Value,
     ordinal: usize,
     input_tokens: u64,
 ) -> Vec<LlmEvent> {
-    let arguments = Value::Object(arguments_for(&tool.parameters, rest)).to_string();
+    let arguments = arguments.to_string();
     let mut events = vec![LlmEvent::ToolCallDelta {
         index: 0,
         id: Some(format!("call_offline_{ordinal}")),
-        name: Some(tool.name.clone()),
+        name: Some(name.to_owned()),
         arguments: String::new(),
     }];
-    // Streamed in about four fragments, as a real server would, split on char boundaries.
+    // Streamed as a real server would: at least four fragments (short arguments in exactly
+    // four), at most FRAGMENT_MAX_CHARS characters each, split on char boundaries.
     let chars: Vec<char> = arguments.chars().collect();
-    let size = chars.len().div_ceil(4).max(1);
+    let size = chars.len().div_ceil(4).clamp(1, FRAGMENT_MAX_CHARS);
     events.extend(chars.chunks(size).map(|fragment| LlmEvent::ToolCallDelta {
         index: 0,
         id: None,
@@ -105,57 +132,380 @@ fn tool_call_reply(
     events
 }
 
-/// A JSON object with every `required` property of `schema`: strings get `text`, numbers 0,
-/// booleans true, arrays [], objects {}.
-fn arguments_for(schema: &Value, text: &str) -> Map<String, Value> {
-    let properties = schema.get("properties").and_then(Value::as_object);
-    let required = schema
-        .get("required")
-        .and_then(Value::as_array)
-        .map(Vec::as_slice)
-        .unwrap_or_default();
-    required
+/// Longest argument fragment, so long arguments (a document) stream in many pieces.
+const FRAGMENT_MAX_CHARS: usize = 24;
+
+/// After a tool result: when the call it answers reported progress with items still to do, the
+/// same tool with the first such item `completed`. A progress argument is a top-level array of
+/// objects with a `status` whose schema `enum` includes `"completed"`.
+fn next_progress_call(request: &ChatRequest) -> Option<(&ToolSpec, Value)> {
+    let Some(ChatMessage::Tool {
+        tool_call_id,
+        content,
+    }) = request.messages.last()
+    else {
+        return None;
+    };
+    if content.trim_start().starts_with("{\"error\"") {
+        return None;
+    }
+    let call = request
+        .messages
         .iter()
-        .filter_map(Value::as_str)
-        .map(|name| {
-            let property = properties.and_then(|p| p.get(name));
-            (name.to_owned(), placeholder(property, text))
-        })
-        .collect()
+        .rev()
+        .find_map(|message| match message {
+            ChatMessage::Assistant { tool_calls, .. } => {
+                tool_calls.iter().find(|call| &call.id == tool_call_id)
+            }
+            _ => None,
+        })?;
+    let tool = request.tools.iter().find(|tool| tool.name == call.name)?;
+    let mut arguments: Value = serde_json::from_str(&call.arguments).ok()?;
+    let properties = tool.parameters.get("properties")?.as_object()?;
+    for (key, property) in properties {
+        let allows_completed = property
+            .pointer("/items/properties/status/enum")
+            .and_then(Value::as_array)
+            .is_some_and(|values| values.iter().any(|v| v == "completed"));
+        if !allows_completed {
+            continue;
+        }
+        let Some(items) = arguments.get_mut(key).and_then(Value::as_array_mut) else {
+            continue;
+        };
+        let next = items.iter_mut().find(|item| {
+            item.get("status")
+                .is_some_and(|status| status != "completed")
+        });
+        if let Some(item) = next {
+            item["status"] = Value::from("completed");
+            return Some((tool, arguments));
+        }
+    }
+    None
 }
 
-fn placeholder(property: Option<&Value>, text: &str) -> Value {
-    let kind = match property.and_then(|p| p.get("type")) {
-        Some(Value::String(kind)) => Some(kind.as_str()),
-        // `["string", "null"]`: the first non-null type.
-        Some(Value::Array(kinds)) => kinds
-            .iter()
-            .filter_map(Value::as_str)
-            .find(|kind| *kind != "null"),
-        _ => None,
-    };
-    match kind {
-        Some("number" | "integer") => Value::from(0),
-        Some("boolean") => Value::Bool(true),
-        Some("array") => Value::Array(Vec::new()),
-        Some("object") => Value::Object(Map::new()),
-        Some("null") => Value::Null,
-        // A string, or an untyped property: the text, unless an `enum` rules it out.
-        _ => {
-            let allowed = property
-                .and_then(|p| p.get("enum"))
-                .and_then(Value::as_array);
-            match allowed {
-                Some(values) if !values.is_empty() => values
+/// Believable argument values for a tool call, derived from the user's words.
+///
+/// - `enum`: the value the text names, else the first;
+/// - arrays with an `items` schema: three items (fixed lines for a haiku's `japanese` and
+///   `english`); without one, `[]`;
+/// - objects: their `required` properties, or all of them when none is required;
+/// - numbers 0, booleans true;
+/// - strings by the property's name: a colour named in the text for `background`/`color`, a
+///   CSS gradient, an emoji `icon`, an `amount`, a Markdown `document`, the members of steps
+///   or tasks, ingredient `name`s, a `title`; anything else gets the subject (the text after the tool's
+///   name, without a leading preposition).
+pub(crate) struct Generator {
+    /// The user's whole text, lowercased (to find colours and enum values in).
+    lower: String,
+    /// What the request is about: the text after the tool's name, or the whole text.
+    subject: String,
+}
+
+const COLOURS: &[&str] = &[
+    "red",
+    "orange",
+    "yellow",
+    "green",
+    "blue",
+    "purple",
+    "pink",
+    "black",
+    "white",
+    "gray",
+    "grey",
+    "teal",
+    "navy",
+    "gold",
+    "silver",
+    "brown",
+    "cyan",
+    "magenta",
+    "lightblue",
+];
+const ICONS: &[&str] = &["🍗", "🌶️", "🧂", "🥬", "🧄"];
+const AMOUNTS: &[&str] = &["2 pieces", "1 tsp", "1 pinch", "4 leaves", "2 cloves"];
+const INGREDIENTS: &[&str] = &[
+    "Chicken breast",
+    "Chili powder",
+    "Salt",
+    "Lettuce leaves",
+    "Garlic",
+];
+const HAIKU_JAPANESE: &[&str] = &["古池や", "蛙飛び込む", "水の音"];
+const HAIKU_ENGLISH: &[&str] = &[
+    "An old silent pond",
+    "A frog jumps into the pond",
+    "Splash! Silence again",
+];
+const STEP_VERBS: &[&str] = &["Research", "Plan", "Prepare", "Carry out", "Review"];
+const LEADING_WORDS: &[&str] = &[
+    "a", "an", "the", "to", "in", "for", "at", "about", "of", "on", "with", "me", "please",
+];
+
+impl Generator {
+    pub(crate) fn new(user_text: &str, rest: &str) -> Self {
+        let mut subject = rest.trim();
+        // Drop leading prepositions and articles: "weather in Paris" is about "Paris".
+        loop {
+            let word_end = subject.find(char::is_whitespace).unwrap_or(subject.len());
+            let word = &subject[..word_end];
+            if word_end < subject.len()
+                && LEADING_WORDS.iter().any(|w| w.eq_ignore_ascii_case(word))
+            {
+                subject = subject[word_end..].trim_start();
+            } else {
+                break;
+            }
+        }
+        let subject = subject.trim_end_matches(['.', '!', '?', ' ']);
+        let subject = if subject.is_empty() {
+            user_text.trim().trim_end_matches(['.', '!', '?'])
+        } else {
+            subject
+        };
+        Generator {
+            lower: user_text.to_lowercase(),
+            subject: subject.to_owned(),
+        }
+    }
+
+    /// The arguments object of `schema` (an object schema; anything else gives `{}`).
+    pub(crate) fn arguments(&self, tool: &str, schema: &Value) -> Map<String, Value> {
+        match self.value(tool, "", schema, 0) {
+            Value::Object(map) => map,
+            _ => Map::new(),
+        }
+    }
+
+    fn value(&self, parent: &str, name: &str, schema: &Value, index: usize) -> Value {
+        if let Some(values) = schema.get("enum").and_then(Value::as_array) {
+            if let Some(first) = values.first() {
+                return values
                     .iter()
-                    .find(|v| v.as_str().is_some_and(|v| v.eq_ignore_ascii_case(text)))
-                    .or_else(|| values.first())
-                    .cloned()
-                    .unwrap_or(Value::Null),
-                _ => Value::String(text.to_owned()),
+                    .find(|v| {
+                        v.as_str()
+                            .is_some_and(|v| contains_word(&self.lower, &v.to_lowercase()))
+                    })
+                    .unwrap_or(first)
+                    .clone();
+            }
+        }
+        let kind = match schema.get("type") {
+            Some(Value::String(kind)) => Some(kind.as_str()),
+            // `["string", "null"]`: the first non-null type.
+            Some(Value::Array(kinds)) => kinds
+                .iter()
+                .filter_map(Value::as_str)
+                .find(|kind| *kind != "null"),
+            // Untyped but with properties: an object.
+            None if schema.get("properties").is_some() => Some("object"),
+            _ => None,
+        };
+        match kind {
+            Some("number" | "integer") => Value::from(0),
+            Some("boolean") => Value::Bool(true),
+            Some("null") => Value::Null,
+            Some("array") => match schema.get("items") {
+                Some(items) if items.is_object() => Value::Array(
+                    (0..3)
+                        .map(|i| self.value(name, &singular(name), items, i))
+                        .collect(),
+                ),
+                _ => Value::Array(Vec::new()),
+            },
+            Some("object") => {
+                let properties = schema.get("properties").and_then(Value::as_object);
+                let required: Vec<&str> = schema
+                    .get("required")
+                    .and_then(Value::as_array)
+                    .map(|r| r.iter().filter_map(Value::as_str).collect())
+                    .unwrap_or_default();
+                let names: Vec<&str> = if required.is_empty() {
+                    properties
+                        .map(|p| p.keys().map(String::as_str).collect())
+                        .unwrap_or_default()
+                } else {
+                    required
+                };
+                names
+                    .into_iter()
+                    .map(|property| {
+                        let schema = properties
+                            .and_then(|p| p.get(property))
+                            .unwrap_or(&Value::Null);
+                        (
+                            property.to_owned(),
+                            self.value(name, property, schema, index),
+                        )
+                    })
+                    .collect::<Map<String, Value>>()
+                    .into()
+            }
+            // A string, or an untyped property.
+            _ => Value::String(self.string(parent, name, index)),
+        }
+    }
+
+    fn string(&self, parent: &str, name: &str, index: usize) -> String {
+        let name = name.to_ascii_lowercase();
+        let parent = parent.to_ascii_lowercase();
+        let pick = |list: &[&str]| list[index % list.len()].to_owned();
+        let subject = &self.subject;
+        if name.contains("background") || name.contains("color") || name.contains("colour") {
+            return COLOURS
+                .iter()
+                .find(|colour| contains_word(&self.lower, colour))
+                .map_or_else(|| "lightblue".to_owned(), |c| (*c).to_owned());
+        }
+        if name.contains("gradient") {
+            return "linear-gradient(135deg, #667eea 0%, #764ba2 100%)".to_owned();
+        }
+        if name.contains("japanese") {
+            return pick(HAIKU_JAPANESE);
+        }
+        if name.contains("english") {
+            return pick(HAIKU_ENGLISH);
+        }
+        if name.contains("image") {
+            return "Mount_Fuji_Lake_Reflection_Cherry_Blossoms.jpg".to_owned();
+        }
+        if name == "icon" {
+            return pick(ICONS);
+        }
+        if name == "amount" || name == "quantity" {
+            return pick(AMOUNTS);
+        }
+        if name == "document" || name == "markdown" {
+            return document(subject);
+        }
+        if parent.contains("ingredient") && name == "name" {
+            return pick(INGREDIENTS);
+        }
+        if parent.contains("instruction") {
+            return format!("Step {}: {} {}.", index + 1, STEP_VERBS[index % 5], subject);
+        }
+        if parent.contains("step") || parent.contains("task") {
+            return format!("{} {}", STEP_VERBS[index % STEP_VERBS.len()], subject);
+        }
+        if name == "title" {
+            return capitalised(subject);
+        }
+        subject.clone()
+    }
+}
+
+/// A short Markdown document about `subject`, long enough to stream in many fragments.
+fn document(subject: &str) -> String {
+    let title = capitalised(subject);
+    format!(
+        "# {title}\n\n{title} is the subject of this document, written by the agui-host offline \
+         model.\n\n## Overview\n\nThis section explains what {subject} is and why it \
+         matters.\n\n## Details\n\n- What to know first\n- What to do next\n- What to avoid\n\n\
+         ## Summary\n\nThat is all about {subject} for now."
+    )
+}
+
+fn capitalised(text: &str) -> String {
+    let mut chars = text.chars();
+    match chars.next() {
+        Some(first) => first.to_uppercase().chain(chars).collect(),
+        None => String::new(),
+    }
+}
+
+fn singular(name: &str) -> String {
+    name.strip_suffix('s').unwrap_or(name).to_owned()
+}
+
+/// Whether `word` occurs in `text` as a whole word (both already lowercased).
+fn contains_word(text: &str, word: &str) -> bool {
+    find_word(text, word).is_some()
+}
+
+/// The byte offset of the first whole-word occurrence of `word` in `text`.
+fn find_word(text: &str, word: &str) -> Option<usize> {
+    if word.is_empty() {
+        return None;
+    }
+    let is_word_byte = |b: u8| b.is_ascii_alphanumeric() || b == b'_';
+    let bytes = text.as_bytes();
+    text.match_indices(word).map(|(at, _)| at).find(|&at| {
+        let end = at + word.len();
+        let before_ok = at
+            .checked_sub(1)
+            .and_then(|i| bytes.get(i))
+            .is_none_or(|&b| !is_word_byte(b));
+        let after_ok = bytes.get(end).is_none_or(|&b| !is_word_byte(b));
+        before_ok && after_ok
+    })
+}
+
+/// Other words that name a tool word: a plan is steps.
+const SYNONYMS: &[(&str, &[&str])] = &[
+    ("steps", &["plan", "step"]),
+    ("step", &["plan", "steps"]),
+    ("document", &["doc", "essay", "story", "article"]),
+    ("haiku", &["poem"]),
+];
+
+/// The words that name a tool without its exact name: the words of the name after the first
+/// (taken as a verb) when there are several, their singular and plural forms, and synonyms.
+fn tool_keywords(name: &str) -> Vec<String> {
+    let words: Vec<String> = name
+        .split(['_', '-'])
+        .filter(|w| !w.is_empty())
+        .map(str::to_ascii_lowercase)
+        .collect();
+    let nouns = if words.len() > 1 {
+        &words[1..]
+    } else {
+        &words[..]
+    };
+    let mut keywords = Vec::new();
+    for noun in nouns.iter().filter(|w| w.len() >= 3) {
+        keywords.push(noun.clone());
+        match noun.strip_suffix('s') {
+            Some(one) => keywords.push(one.to_owned()),
+            None => keywords.push(format!("{noun}s")),
+        }
+        for (word, synonyms) in SYNONYMS {
+            if word == noun {
+                keywords.extend(synonyms.iter().map(|s| (*s).to_owned()));
             }
         }
     }
+    keywords
+}
+
+/// The tool whose keyword (see [`tool_keywords`]) the text mentions first, with the text after
+/// that keyword.
+fn find_tool_by_keyword<'a, 't>(
+    tools: &'a [ToolSpec],
+    text: &'t str,
+) -> Option<(&'a ToolSpec, &'t str)> {
+    // ASCII lowercasing keeps byte offsets, so positions found in `lower` index `text`.
+    let lower = text.to_ascii_lowercase();
+    let mut best: Option<(usize, usize, &ToolSpec)> = None;
+    for tool in tools {
+        for keyword in tool_keywords(&tool.name) {
+            if let Some(at) = find_word(&lower, &keyword) {
+                let end = at + keyword.len();
+                let better = match best {
+                    None => true,
+                    Some((best_at, best_end, _)) => {
+                        at < best_at || (at == best_at && end > best_end)
+                    }
+                };
+                if better {
+                    best = Some((at, end, tool));
+                }
+            }
+        }
+    }
+    let (_, end, tool) = best?;
+    Some((tool, text.get(end..).unwrap_or_default().trim()))
 }
 
 /// The earliest tool whose exact name appears in `text` as a whole word (ASCII
@@ -489,8 +839,9 @@ mod tests {
         assert_eq!(
             arguments,
             json!({
-                "color": "", "count": 0, "ratio": 0, "flag": true, "items": [], "extra": {},
-                "maybe": "", "mode": "light", "undeclared": ""
+                "color": "lightblue", "count": 0, "ratio": 0, "flag": true, "items": [],
+                "extra": {}, "maybe": "change_background", "mode": "light",
+                "undeclared": "change_background"
             })
         );
         // A tool without a schema gets `{}`.
@@ -505,7 +856,9 @@ mod tests {
 
     #[test]
     fn only_whole_tool_names_count() {
-        for text in ["get_weathers please", "forget_weather", "get weather"] {
+        // Neither the exact name nor a keyword as a whole word ("weather" in "get weather"
+        // does name the tool: see `keywords_name_tools`).
+        for text in ["get_weathers please", "forget_weather", "weatherproof"] {
             let events = reply(&request(
                 vec![ChatMessage::user_text(text)],
                 vec![weather_tool()],
@@ -523,6 +876,174 @@ mod tests {
             vec![],
         ));
         assert!(text_of(&events).starts_with("Hello from"));
+    }
+
+    fn tool(name: &str, parameters: Value) -> ToolSpec {
+        ToolSpec {
+            name: name.into(),
+            description: String::new(),
+            parameters,
+        }
+    }
+
+    fn call_of(events: &[LlmEvent]) -> (String, Value) {
+        let name = events
+            .iter()
+            .find_map(|e| match e {
+                LlmEvent::ToolCallDelta {
+                    name: Some(name), ..
+                } => Some(name.clone()),
+                _ => None,
+            })
+            .expect("a tool call");
+        (
+            name,
+            serde_json::from_str(&arguments_of(events)).expect("JSON"),
+        )
+    }
+
+    fn demo_tools() -> Vec<ToolSpec> {
+        vec![
+            tool(
+                "change_background",
+                json!({"type": "object", "properties": {"background": {"type": "string"}}, "required": ["background"]}),
+            ),
+            weather_tool(),
+            tool(
+                "generate_task_steps",
+                json!({"type": "object", "properties": {"steps": {"type": "array", "items": {"type": "object", "properties": {"description": {"type": "string"}, "status": {"type": "string", "enum": ["enabled", "disabled", "executing"]}}, "required": ["description", "status"]}}}, "required": ["steps"]}),
+            ),
+            tool(
+                "generate_haiku",
+                json!({"type": "object", "properties": {"japanese": {"type": "array", "items": {"type": "string"}}, "english": {"type": "array", "items": {"type": "string"}}, "image_name": {"type": "string"}, "gradient": {"type": "string"}}}),
+            ),
+        ]
+    }
+
+    #[test]
+    fn keywords_name_tools() {
+        let tools = demo_tools();
+        let cases = [
+            ("Change the background to blue, please", "change_background"),
+            ("What is the weather in San Francisco?", "get_weather"),
+            ("Plan a trip to Mars", "generate_task_steps"),
+            ("Write a haiku about AI", "generate_haiku"),
+        ];
+        for (text, expected) in cases {
+            let events = reply(&request(vec![ChatMessage::user_text(text)], tools.clone()));
+            assert_eq!(call_of(&events).0, expected, "{text}");
+            assert_eq!(
+                events,
+                reply(&request(vec![ChatMessage::user_text(text)], tools.clone()))
+            );
+        }
+        let (_, arguments) = call_of(&reply(&request(
+            vec![ChatMessage::user_text("Change the background to blue")],
+            tools.clone(),
+        )));
+        assert_eq!(arguments, json!({"background": "blue"}));
+        let (_, arguments) = call_of(&reply(&request(
+            vec![ChatMessage::user_text("weather in San Francisco?")],
+            tools.clone(),
+        )));
+        assert_eq!(arguments, json!({"location": "San Francisco"}));
+        let (_, arguments) = call_of(&reply(&request(
+            vec![ChatMessage::user_text("Plan a trip to Mars")],
+            tools.clone(),
+        )));
+        assert_eq!(
+            arguments,
+            json!({"steps": [
+                {"description": "Research trip to Mars", "status": "enabled"},
+                {"description": "Plan trip to Mars", "status": "enabled"},
+                {"description": "Prepare trip to Mars", "status": "enabled"}
+            ]})
+        );
+        let (_, haiku) = call_of(&reply(&request(
+            vec![ChatMessage::user_text("Write a haiku")],
+            tools,
+        )));
+        assert_eq!(haiku["japanese"].as_array().unwrap().len(), 3);
+        assert_eq!(haiku["english"].as_array().unwrap().len(), 3);
+        assert!(haiku["image_name"].as_str().unwrap().ends_with(".jpg"));
+        assert!(haiku["gradient"]
+            .as_str()
+            .unwrap()
+            .starts_with("linear-gradient"));
+    }
+
+    #[test]
+    fn long_arguments_stream_in_many_fragments() {
+        let writer = tool(
+            "write_document",
+            json!({"type": "object", "properties": {"document": {"type": "string"}}, "required": ["document"]}),
+        );
+        let events = reply(&request(
+            vec![ChatMessage::user_text("Write a document about cats")],
+            vec![writer],
+        ));
+        let (name, arguments) = call_of(&events);
+        assert_eq!(name, "write_document");
+        let document = arguments["document"].as_str().unwrap();
+        assert!(document.starts_with("# Cats\n"), "{document}");
+        let fragments = events
+            .iter()
+            .filter(|e| matches!(e, LlmEvent::ToolCallDelta { id: None, .. }))
+            .count();
+        assert!(fragments > 10, "{fragments}");
+    }
+
+    #[test]
+    fn progress_tools_are_called_until_every_step_is_completed() {
+        let steps = tool(
+            "update_steps",
+            json!({"type": "object", "required": ["steps"], "properties": {"steps": {"type": "array", "items": {"type": "object", "properties": {"description": {"type": "string"}, "status": {"type": "string", "enum": ["pending", "completed"]}}}}}}),
+        );
+        let mut messages = vec![ChatMessage::user_text("Plan a party")];
+        let mut statuses = Vec::new();
+        for _ in 0..6 {
+            let events = reply(&request(messages.clone(), vec![steps.clone()]));
+            if !events
+                .iter()
+                .any(|e| matches!(e, LlmEvent::ToolCallDelta { .. }))
+            {
+                assert!(text_of(&events).starts_with("The tool returned"));
+                break;
+            }
+            let (name, arguments) = call_of(&events);
+            assert_eq!(name, "update_steps");
+            statuses.push(
+                arguments["steps"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|s| s["status"].as_str().unwrap().to_owned())
+                    .collect::<Vec<_>>()
+                    .join(","),
+            );
+            let id = format!("call_offline_{}", statuses.len());
+            messages.push(ChatMessage::Assistant {
+                content: None,
+                tool_calls: vec![ChatToolCall {
+                    id: id.clone(),
+                    name,
+                    arguments: arguments.to_string(),
+                }],
+            });
+            messages.push(ChatMessage::Tool {
+                tool_call_id: id,
+                content: "Steps updated.".into(),
+            });
+        }
+        assert_eq!(
+            statuses,
+            [
+                "pending,pending,pending",
+                "completed,pending,pending",
+                "completed,completed,pending",
+                "completed,completed,completed"
+            ]
+        );
     }
 
     #[test]

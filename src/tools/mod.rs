@@ -273,14 +273,18 @@ impl ToolRegistry {
                     key,
                     argument,
                     confirmation,
-                } => Arc::new(StateWriteTool::new(
-                    &tool.name,
-                    &tool.description,
-                    parameters,
-                    key,
-                    argument,
-                    confirmation,
-                )),
+                    update,
+                } => Arc::new(
+                    StateWriteTool::new(
+                        &tool.name,
+                        &tool.description,
+                        parameters,
+                        key,
+                        argument,
+                        confirmation,
+                    )
+                    .with_update(*update),
+                ),
                 ToolKindSettings::Http {
                     url,
                     headers_from_env,

@@ -148,6 +148,7 @@ async fn the_state_command_prints_the_state_a_state_tool_set_and_the_next_run_se
                 key: "recipe".into(),
                 argument: "recipe".into(),
                 confirmation: "Recipe updated.".into(),
+                update: Default::default(),
             },
         });
     })

@@ -16,6 +16,7 @@ mod chat;
 mod chat_client;
 mod client_tools;
 mod cors;
+mod demo;
 mod examples;
 mod health;
 mod history;

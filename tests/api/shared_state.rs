@@ -589,6 +589,7 @@ async fn a_state_tool_writes_its_argument_and_confirms_to_the_model() {
                 key: "recipe".into(),
                 argument: "recipe".into(),
                 confirmation: "Recipe updated.".into(),
+                update: Default::default(),
             },
         ));
     })
@@ -988,6 +989,7 @@ async fn two_agents_on_two_routes_each_send_their_own_prompt_and_tools() {
                 key: "recipe".into(),
                 argument: "recipe".into(),
                 confirmation: "Recipe updated.".into(),
+                update: Default::default(),
             },
         )];
         let mut weather = settings.agents["assistant"].clone();
@@ -1073,6 +1075,7 @@ async fn every_state_event_of_a_mixed_run_applies_in_order_and_ends_at_the_expec
                 key: "recipe".into(),
                 argument: "recipe".into(),
                 confirmation: "Recipe updated.".into(),
+                update: Default::default(),
             },
         ));
         agent.tools.push(static_tool("bump_count", bump.clone()));

@@ -1,0 +1,391 @@
+//! The demo agents (`config/demo.toml`, on by default) with the offline model: each route of
+//! the AG-UI dojo does its feature's interaction with no key configured, and every stream is
+//! one the reference client accepts, with state events that apply.
+
+use agui_host::settings::LlmProvider;
+use serde_json::{json, Value};
+
+use crate::helpers::*;
+use crate::verify::{assert_0x_compatible, assert_well_formed};
+
+/// The app with its embedded defaults (demo agents included) and the offline model.
+async fn offline_demo() -> TestApp {
+    spawn_app(|settings| settings.llm.provider = LlmProvider::Offline).await
+}
+
+fn frontend_tool(name: &str, parameters: Value) -> Value {
+    json!({"name": name, "description": format!("The page's {name} tool."), "parameters": parameters})
+}
+
+fn with(mut body: Value, key: &str, value: Value) -> Value {
+    body[key] = value;
+    body
+}
+
+/// The client's state after applying the stream's state events to `state`, as the client does.
+fn apply_state(mut state: Value, events: &[Value]) -> Value {
+    for event in events {
+        match event["type"].as_str() {
+            Some("STATE_SNAPSHOT") => state = event["snapshot"].clone(),
+            Some("STATE_DELTA") => {
+                let patch: json_patch::Patch =
+                    serde_json::from_value(event["delta"].clone()).expect("an RFC 6902 patch");
+                json_patch::patch(&mut state, &patch)
+                    .unwrap_or_else(|e| panic!("the delta applies: {e}: {event}"));
+            }
+            _ => {}
+        }
+    }
+    state
+}
+
+/// The single tool call named `name`: its id and parsed arguments; checks that its arguments
+/// came in at least `fragments` TOOL_CALL_ARGS events.
+#[track_caller]
+fn call_named(events: &[Value], name: &str, fragments: usize) -> (String, Value) {
+    let start = events
+        .iter()
+        .find(|e| e["type"] == "TOOL_CALL_START" && e["toolCallName"] == name)
+        .unwrap_or_else(|| panic!("a {name} call: {:?}", types(events)));
+    let id = start["toolCallId"].as_str().unwrap().to_owned();
+    let deltas: Vec<&str> = events
+        .iter()
+        .filter(|e| e["type"] == "TOOL_CALL_ARGS" && e["toolCallId"] == id.as_str())
+        .map(|e| e["delta"].as_str().unwrap())
+        .collect();
+    assert!(
+        deltas.len() >= fragments,
+        "{name}: {} argument fragments",
+        deltas.len()
+    );
+    let arguments = serde_json::from_str(&deltas.concat()).expect("JSON arguments");
+    (id, arguments)
+}
+
+fn text_of(events: &[Value]) -> String {
+    of_type(events, "TEXT_MESSAGE_CONTENT")
+        .iter()
+        .map(|e| e["delta"].as_str().unwrap())
+        .collect()
+}
+
+fn call_message(id: &str, name: &str, arguments: &Value) -> Value {
+    json!({"id": format!("a-{id}"), "role": "assistant", "toolCalls": [
+        {"id": id, "type": "function", "function": {"name": name, "arguments": arguments.to_string()}}
+    ]})
+}
+
+#[tokio::test]
+async fn agentic_chat_streams_text_and_calls_the_pages_change_background() {
+    let app = offline_demo().await;
+    let events = app
+        .run_events("/agentic_chat", &input(vec![user("Hi")]))
+        .await;
+    assert_well_formed(&events);
+    assert!(
+        of_type(&events, "TEXT_MESSAGE_CONTENT").len() > 5,
+        "streamed text"
+    );
+
+    let tools = json!([frontend_tool(
+        "change_background",
+        json!({"type": "object", "properties": {"background": {"type": "string", "description": "CSS background"}}, "required": ["background"]})
+    )]);
+    let ask = user("Change the background to blue");
+    let body = with(input(vec![ask.clone()]), "tools", tools.clone());
+    let events = app.run_events("/agentic_chat", &body).await;
+    assert_well_formed(&events);
+    let (id, arguments) = call_named(&events, "change_background", 3);
+    assert_eq!(arguments, json!({"background": "blue"}));
+    assert!(
+        of_type(&events, "TOOL_CALL_RESULT").is_empty(),
+        "the page runs it"
+    );
+    assert_eq!(last(&events)["outcome"]["pendingToolCallIds"], json!([id]));
+
+    // The page's handler answers; the follow-up run answers with text.
+    let messages = vec![
+        ask,
+        call_message(&id, "change_background", &arguments),
+        tool_result(
+            &id,
+            r#"{"status":"success","message":"Background changed to blue"}"#,
+        ),
+    ];
+    let body = with(input(messages), "tools", tools);
+    let events = app.run_events("/agentic_chat", &body).await;
+    assert_well_formed(&events);
+    assert!(
+        text_of(&events).contains("Background changed"),
+        "{events:?}"
+    );
+}
+
+#[tokio::test]
+async fn backend_tool_rendering_runs_get_weather_on_the_server() {
+    let app = offline_demo().await;
+    let body = input_0x(vec![user("Weather in San Francisco")]);
+    let events = app.run_events("/backend_tool_rendering", &body).await;
+    assert_well_formed(&events);
+    assert_0x_compatible(&events);
+    let (id, arguments) = call_named(&events, "get_weather", 3);
+    assert_eq!(arguments, json!({"location": "San Francisco"}));
+    let result = the(&events, "TOOL_CALL_RESULT");
+    assert_eq!(result["toolCallId"], id.as_str());
+    let weather: Value = serde_json::from_str(result["content"].as_str().unwrap()).unwrap();
+    for field in [
+        "city",
+        "temperature",
+        "conditions",
+        "humidity",
+        "wind_speed",
+        "feels_like",
+    ] {
+        assert!(weather.get(field).is_some(), "{field} in {weather}");
+    }
+    assert!(text_of(&events).contains("temperature"));
+    assert_eq!(last(&events)["type"], "RUN_FINISHED");
+}
+
+#[tokio::test]
+async fn human_in_the_loop_streams_generate_task_steps_then_answers_the_decision() {
+    let app = offline_demo().await;
+    let tools = json!([frontend_tool(
+        "generate_task_steps",
+        json!({"type": "object", "properties": {"steps": {"type": "array", "items": {"type": "object", "properties": {
+            "description": {"type": "string"},
+            "status": {"type": "string", "enum": ["enabled", "disabled", "executing"]}
+        }, "required": ["description", "status"]}}}, "required": ["steps"]})
+    )]);
+    let ask = user("Plan a trip to Mars");
+    let body = with(input_0x(vec![ask.clone()]), "tools", tools.clone());
+    let events = app.run_events("/human_in_the_loop", &body).await;
+    assert_well_formed(&events);
+    assert_0x_compatible(&events);
+    let (id, arguments) = call_named(&events, "generate_task_steps", 4);
+    let steps = arguments["steps"].as_array().unwrap();
+    assert!(steps.len() >= 3, "{arguments}");
+    for step in steps {
+        assert_eq!(step["status"], "enabled");
+        assert!(step["description"]
+            .as_str()
+            .unwrap()
+            .contains("trip to Mars"));
+    }
+    assert!(of_type(&events, "TOOL_CALL_RESULT").is_empty());
+
+    let answer = json!({"accepted": true, "steps": &steps[..2]}).to_string();
+    let messages = vec![
+        ask,
+        call_message(&id, "generate_task_steps", &arguments),
+        tool_result(&id, &answer),
+    ];
+    let body = with(input_0x(messages), "tools", tools);
+    let events = app.run_events("/human_in_the_loop", &body).await;
+    assert_well_formed(&events);
+    assert!(text_of(&events).contains("accepted"));
+}
+
+#[tokio::test]
+async fn agentic_generative_ui_publishes_steps_then_completes_them_one_by_one() {
+    let app = offline_demo().await;
+    let started = std::time::Instant::now();
+    let events = app
+        .run_events("/agentic_generative_ui", &input(vec![user("Plan a party")]))
+        .await;
+    assert!(
+        started.elapsed() >= std::time::Duration::from_millis(1200),
+        "the steps complete over time, not at once"
+    );
+    assert_well_formed(&events);
+    assert_eq!(last(&events)["outcome"]["type"], "success");
+    // The state after each state event, as the page sees it.
+    let mut state = json!({});
+    let mut seen = Vec::new();
+    for event in events
+        .iter()
+        .filter(|e| e["type"] == "STATE_SNAPSHOT" || e["type"] == "STATE_DELTA")
+    {
+        state = apply_state(state, std::slice::from_ref(event));
+        let statuses: Vec<&str> = state["steps"]
+            .as_array()
+            .expect("steps")
+            .iter()
+            .map(|s| s["status"].as_str().unwrap())
+            .collect();
+        seen.push(statuses.join(","));
+    }
+    assert_eq!(
+        seen,
+        [
+            "pending,pending,pending",
+            "completed,pending,pending",
+            "completed,completed,pending",
+            "completed,completed,completed"
+        ]
+    );
+    // The list once, then one `replace` per completed step.
+    let deltas = of_type(&events, "STATE_DELTA");
+    assert_eq!(deltas[0]["delta"][0]["op"], "add");
+    assert_eq!(deltas[0]["delta"][0]["path"], "/steps");
+    for (i, delta) in deltas[1..].iter().enumerate() {
+        assert_eq!(
+            delta["delta"],
+            json!([{"op": "replace", "path": format!("/steps/{i}/status"), "value": "completed"}])
+        );
+    }
+    assert!(state["steps"][0]["description"]
+        .as_str()
+        .unwrap()
+        .contains("party"));
+    assert!(!text_of(&events).is_empty(), "a final answer");
+}
+
+#[tokio::test]
+async fn tool_based_generative_ui_streams_a_generate_haiku_call() {
+    let app = offline_demo().await;
+    let tools = json!([frontend_tool(
+        "generate_haiku",
+        json!({"type": "object", "properties": {
+            "japanese": {"type": "array", "items": {"type": "string"}},
+            "english": {"type": "array", "items": {"type": "string"}},
+            "image_name": {"type": "string"},
+            "gradient": {"type": "string"}
+        }, "required": ["japanese", "english", "image_name", "gradient"]})
+    )]);
+    let body = with(
+        input_0x(vec![user("Write a haiku about autumn")]),
+        "tools",
+        tools,
+    );
+    let events = app.run_events("/tool_based_generative_ui", &body).await;
+    assert_well_formed(&events);
+    assert_0x_compatible(&events);
+    let (_, haiku) = call_named(&events, "generate_haiku", 4);
+    assert_eq!(haiku["japanese"].as_array().unwrap().len(), 3);
+    assert_eq!(haiku["english"].as_array().unwrap().len(), 3);
+    assert!(haiku["image_name"].is_string() && haiku["gradient"].is_string());
+}
+
+#[tokio::test]
+async fn shared_state_writes_the_recipe_into_the_state() {
+    let app = offline_demo().await;
+    let events = app
+        .run_events(
+            "/shared_state",
+            &input(vec![user("Make me a recipe for tacos")]),
+        )
+        .await;
+    assert_well_formed(&events);
+    let (_, arguments) = call_named(&events, "update_recipe", 4);
+    let delta = the(&events, "STATE_DELTA");
+    assert_eq!(delta["delta"][0]["op"], "add");
+    assert_eq!(delta["delta"][0]["path"], "/recipe");
+    let state = apply_state(json!({}), &events);
+    assert_eq!(state["recipe"], arguments["recipe"]);
+    let recipe = &state["recipe"];
+    assert_eq!(recipe["title"], "Tacos");
+    assert_eq!(recipe["skill_level"], "Beginner");
+    let names: Vec<&str> = recipe["ingredients"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| i["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["Chicken breast", "Chili powder", "Salt"]);
+    assert_eq!(recipe["instructions"].as_array().unwrap().len(), 3);
+    assert!(text_of(&events).contains("Recipe updated."));
+}
+
+#[tokio::test]
+async fn predictive_state_updates_fills_the_document_then_asks_confirm_changes() {
+    let app = offline_demo().await;
+    // The page registers both tools; the server's write_document wins.
+    let tools = json!([
+        frontend_tool(
+            "confirm_changes",
+            json!({"type": "object", "properties": {}})
+        ),
+        frontend_tool(
+            "write_document",
+            json!({"type": "object", "properties": {"document": {"type": "string"}}, "required": ["document"]})
+        ),
+    ]);
+    let before = json!({"document": ""});
+    let ask = user("Write a document about cats");
+    let body = with(
+        with(input_0x(vec![ask.clone()]), "tools", tools.clone()),
+        "state",
+        before.clone(),
+    );
+    let events = app.run_events("/predictive_state_updates", &body).await;
+    assert_well_formed(&events);
+    assert_0x_compatible(&events);
+    let (write_id, arguments) = call_named(&events, "write_document", 10);
+    // The document fills in while the arguments stream: deltas before the call ends.
+    let end = events
+        .iter()
+        .position(|e| e["type"] == "TOOL_CALL_END" && e["toolCallId"] == write_id.as_str())
+        .unwrap();
+    let early = events[..end]
+        .iter()
+        .filter(|e| e["type"] == "STATE_DELTA")
+        .count();
+    assert!(early >= 2, "{early} deltas while the arguments stream");
+    let predicted = apply_state(before.clone(), &events);
+    assert_eq!(predicted["document"], arguments["document"]);
+    assert!(predicted["document"]
+        .as_str()
+        .unwrap()
+        .starts_with("# Cats"));
+    let (confirm_id, _) = call_named(&events, "confirm_changes", 1);
+    assert!(of_type(&events, "TOOL_CALL_RESULT").is_empty());
+
+    // The page confirms: the document is committed, the tool runs, the agent answers.
+    let messages = vec![
+        ask,
+        json!({"id": "a1", "role": "assistant", "toolCalls": [
+            {"id": write_id, "type": "function", "function": {"name": "write_document", "arguments": arguments.to_string()}},
+            {"id": confirm_id, "type": "function", "function": {"name": "confirm_changes", "arguments": "{}"}}
+        ]}),
+        tool_result(&confirm_id, r#"{"accepted":true}"#),
+    ];
+    let body = with(
+        with(input_0x(messages), "tools", tools),
+        "state",
+        predicted.clone(),
+    );
+    let events = app.run_events("/predictive_state_updates", &body).await;
+    assert_well_formed(&events);
+    assert_0x_compatible(&events);
+    assert_eq!(apply_state(predicted.clone(), &events), predicted);
+    let result = the(&events, "TOOL_CALL_RESULT");
+    assert_eq!(result["toolCallId"], write_id.as_str());
+    assert_eq!(result["content"], "Document saved.");
+    assert!(!text_of(&events).is_empty());
+
+    // A 1.0 client gets an interrupt instead of the confirm_changes call.
+    let body = with(
+        input(vec![user("Write a document about dogs")]),
+        "state",
+        before,
+    );
+    let events = app.run_events("/predictive_state_updates", &body).await;
+    assert_well_formed(&events);
+    assert_eq!(last(&events)["outcome"]["type"], "interrupt");
+}
+
+#[tokio::test]
+async fn demo_agents_can_be_turned_off() {
+    let app = spawn_app(|settings| {
+        settings.llm.provider = LlmProvider::Offline;
+        settings.demo_agents = false;
+        settings.agents.retain(|name, _| name == "assistant");
+        settings.add_demo_agents().unwrap();
+    })
+    .await;
+    let response = app
+        .post_run("/agentic_chat", &input(vec![user("Hi")]))
+        .await;
+    assert_eq!(response.status(), 404);
+}

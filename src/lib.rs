@@ -51,5 +51,8 @@ pub mod state;
 pub mod telemetry;
 pub mod tools;
 
+#[cfg(test)]
+mod test_rng;
+
 pub use app::{App, AppError};
 pub use settings::Settings;

@@ -11,26 +11,7 @@ use serde_json::{json, Map, Number, Value};
 
 use super::{Argument, Coalescing, PartialJson, Projection};
 
-/// xorshift64*: small, fast, reproducible.
-struct Rng(u64);
-
-impl Rng {
-    fn new(seed: u64) -> Self {
-        Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1)
-    }
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
-    }
-    fn chance(&mut self, one_in: usize) -> bool {
-        self.below(one_in) == 0
-    }
-}
+use crate::test_rng::Rng;
 
 const CHARS: &[char] = &[
     'a', 'b', 'z', ' ', '"', '\\', '/', '~', '\n', '\t', '\u{1}', '\u{1f}', 'é', '東', '😀', '🍰',
@@ -47,7 +28,7 @@ fn value(rng: &mut Rng, depth: usize) -> Value {
     let kinds = if depth >= 4 { 5 } else { 7 };
     match rng.below(kinds) {
         0 => Value::Null,
-        1 => Value::Bool(rng.chance(2)),
+        1 => Value::Bool(rng.one_in(2)),
         2 => match rng.below(4) {
             0 => json!(rng.next()),
             1 => json!(rng.below(1000) as i64 - 500),
@@ -59,7 +40,7 @@ fn value(rng: &mut Rng, depth: usize) -> Value {
             }
         },
         3 | 4 => {
-            let max = if rng.chance(8) { 200 } else { 12 };
+            let max = if rng.one_in(8) { 200 } else { 12 };
             Value::String(string(rng, max))
         }
         5 => Value::Array((0..rng.below(5)).map(|_| value(rng, depth + 1)).collect()),
@@ -74,7 +55,7 @@ fn value(rng: &mut Rng, depth: usize) -> Value {
 }
 
 fn whitespace(rng: &mut Rng, out: &mut String) {
-    if rng.chance(3) {
+    if rng.one_in(3) {
         out.push_str([" ", "\n", "\t ", "\r\n  "][rng.below(4)]);
     }
 }
@@ -122,9 +103,9 @@ fn write_string(rng: &mut Rng, s: &str, out: &mut String) {
         match c {
             '"' => out.push_str("\\\""),
             '\\' => out.push_str("\\\\"),
-            '\n' if rng.chance(2) => out.push_str("\\n"),
-            '/' if rng.chance(2) => out.push_str("\\/"),
-            c if (c as u32) < 0x20 || rng.chance(4) => {
+            '\n' if rng.one_in(2) => out.push_str("\\n"),
+            '/' if rng.one_in(2) => out.push_str("\\/"),
+            c if (c as u32) < 0x20 || rng.one_in(4) => {
                 let mut units = [0u16; 2];
                 for unit in c.encode_utf16(&mut units) {
                     out.push_str(&format!("\\u{unit:04x}"));
@@ -146,7 +127,7 @@ fn split<'a>(rng: &mut Rng, text: &'a str) -> Vec<&'a str> {
     let mut fragments = Vec::new();
     let mut at = 0;
     while at + 1 < boundaries.len() {
-        let step = if rng.chance(10) {
+        let step = if rng.one_in(10) {
             1 + rng.below(40)
         } else {
             1 + rng.below(8)
@@ -183,7 +164,7 @@ fn random_documents_split_anywhere_parse_consistently_and_patch_to_the_final_sta
         let expected: Value = serde_json::from_str(&text).expect("the generator writes JSON");
 
         let named = match &expected {
-            Value::Object(map) if !map.is_empty() && !rng.chance(4) => map
+            Value::Object(map) if !map.is_empty() && !rng.one_in(4) => map
                 .keys()
                 .nth(rng.below(map.len()))
                 .cloned()
@@ -267,7 +248,7 @@ const NOISE: &[&str] = &[
 fn arbitrary_text_never_panics_and_agrees_with_serde_json() {
     for seed in 0..20_000_u64 {
         let mut rng = Rng::new(seed);
-        let text: String = if rng.chance(4) {
+        let text: String = if rng.one_in(4) {
             // Arbitrary bytes, made into a string the way a lossy decoder would.
             let bytes: Vec<u8> = (0..rng.below(40)).map(|_| rng.next() as u8).collect();
             String::from_utf8_lossy(&bytes).into_owned()

@@ -17,29 +17,7 @@ use super::decode_run_input;
 use crate::agent::RunRequest;
 use crate::settings::InputLimitSettings;
 
-/// A small, fast, seedable generator (xorshift64*).
-struct Rng(u64);
-
-impl Rng {
-    fn new(seed: u64) -> Self {
-        Rng(seed.max(1))
-    }
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-    fn below(&mut self, n: usize) -> usize {
-        usize::try_from(self.next() % (n.max(1) as u64)).unwrap_or(0)
-    }
-    fn chance(&mut self, percent: usize) -> bool {
-        self.below(100) < percent
-    }
-    fn pick<'a, T>(&mut self, items: &'a [T]) -> &'a T {
-        &items[self.below(items.len())]
-    }
-}
+use crate::test_rng::Rng;
 
 /// Checks the property on one body; `Err` describes the violation.
 fn check(bytes: &[u8], limits: &InputLimitSettings) -> Result<(), String> {
@@ -339,7 +317,7 @@ fn any_number(rng: &mut Rng) -> Value {
 fn any_value(rng: &mut Rng, depth: usize) -> Value {
     match rng.below(if depth == 0 { 4 } else { 6 }) {
         0 => Value::Null,
-        1 => Value::Bool(rng.chance(50)),
+        1 => Value::Bool(rng.percent(50)),
         2 => any_number(rng),
         3 => Value::String(any_string(rng)),
         4 => Value::Array(
@@ -419,7 +397,7 @@ fn part(rng: &mut Rng) -> Value {
 }
 
 fn content(rng: &mut Rng) -> Value {
-    if rng.chance(50) {
+    if rng.percent(50) {
         string(rng)
     } else {
         Value::Array((0..rng.below(4)).map(|_| part(rng)).collect())
@@ -463,17 +441,17 @@ fn message(rng: &mut Rng) -> Value {
         }
         _ => field(rng, &mut map, "content", string),
     }
-    if role == "assistant" || rng.chance(5) {
+    if role == "assistant" || rng.percent(5) {
         field(rng, &mut map, "toolCalls", |rng| {
             Value::Array((0..rng.below(4)).map(|_| tool_call(rng)).collect())
         });
     }
-    if role == "tool" || rng.chance(5) {
+    if role == "tool" || rng.percent(5) {
         field(rng, &mut map, "toolCallId", string);
         field(rng, &mut map, "error", string);
     }
     for key in ["name", "encryptedValue", "subagentRunId"] {
-        if rng.chance(20) {
+        if rng.percent(20) {
             field(rng, &mut map, key, string);
         }
     }
@@ -541,7 +519,7 @@ fn run_input(rng: &mut Rng) -> Value {
 
 /// Drops, replaces or retypes one value somewhere inside `value`.
 fn mutate_value(rng: &mut Rng, value: &mut Value) {
-    let descend = rng.chance(60);
+    let descend = rng.percent(60);
     match value {
         Value::Object(map) if !map.is_empty() => {
             let key = map
@@ -571,7 +549,7 @@ fn mutate_value(rng: &mut Rng, value: &mut Value) {
             let index = rng.below(items.len());
             if descend {
                 mutate_value(rng, &mut items[index]);
-            } else if rng.chance(50) {
+            } else if rng.percent(50) {
                 items.remove(index);
             } else {
                 items[index] = any_value(rng, 2);
@@ -702,7 +680,7 @@ fn generated_inputs_never_panic_and_are_refused_with_a_4xx_json_or_accepted() {
         let case_seed = seed.wrapping_add(cases);
         let mut rng = Rng::new(case_seed);
         let body = generate(&mut rng);
-        let limits = if rng.chance(20) { &small } else { &default };
+        let limits = if rng.percent(20) { &small } else { &default };
         if let Err(violation) = check(&body, limits) {
             let shown = String::from_utf8_lossy(&body[..body.len().min(600)]);
             panic!(

@@ -7,7 +7,8 @@
 //!
 //! # Layout
 //! ```text
-//! main.rs      thin: telemetry, Settings::load, App::build(settings).run()
+//! main.rs      thin: telemetry, Settings::load, App::build(settings).run(); the
+//!              `healthcheck` and `chat` subcommands
 //! app          App::build: the one place things are wired
 //! settings     the typed settings tree (config crate layers + environment)
 //! telemetry    tracing-subscriber setup
@@ -32,7 +33,13 @@
 //! ```text
 //! POST /<agent>  RunAgentInput
 //!   -> http: decode (4xx JSON before any SSE byte), pick the agent
-//!   -> agent pipeline: ChatAgent streams the model, runs server tools, stops for client tools
+//!   -> agent pipeline (agent::pipeline, outermost first):
+//!        ClientStateInjection   validates the client's state, puts it in the prompt
+//!        StatusSnapshots        optional status under one state key (add patches only)
+//!        ApprovalGate           verifies resumes; approval requests -> interrupts (1.0) or
+//!                               an approval tool call (0.x)
+//!        PredictiveStateDeltas  streaming tool arguments -> STATE_DELTA
+//!        ChatAgent              streams the model, runs server tools, stops for client tools
 //!   -> protocol::RunEncoder: RUN_STARTED first, exactly one RUN_FINISHED/RUN_ERROR last,
 //!      closes anything open, downgrades shapes for 0.x clients, writes `data: <json>\n\n`
 //!   -> SSE response (keep-alive comments, no buffering, no compression)

@@ -6,7 +6,7 @@
 //!
 //! Tower layers stay at this edge (request ids, tracing, CORS, authentication, panics, body
 //! limit). Limits and deadlines of a *run* cannot be tower layers: a tower future ends at the
-//! response headers, a run at its last event; [`limits`] and the pump in `run` hold them.
+//! response headers, a run at its last event; `limits` and the pump in `run` hold them.
 //!
 //! Files: `run` (the run endpoints and the SSE pump), `decode` (body to `RunAgentInput`, input
 //! limits), `error` (ApiError), `ops` (health and readiness), `metrics` (the registry and

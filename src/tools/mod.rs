@@ -162,7 +162,7 @@ impl ToolDefinition {
 /// A server-side tool the model can call.
 pub trait Tool: Send + Sync + 'static {
     fn definition(&self) -> &ToolDefinition;
-    /// Runs the tool with arguments that already satisfy [`Tool::parameters`].
+    /// Runs the tool with arguments that already satisfy its definition's `parameters`.
     fn call<'a>(
         &'a self,
         arguments: Value,

@@ -1,0 +1,235 @@
+// End-to-end tests of human in the loop (approvals) through the real AG-UI clients.
+//
+// The agent `approvals` (agents.toml) has a server tool, `cancel_subscription`, with
+// `approval = "always"`: when the fake model calls it, the call is streamed but not run and the
+// run ends waiting for a decision.
+//   - @ag-ui/client 1.0.0 gets an interrupt (RUN_FINISHED.outcome.type "interrupt"), which the
+//     client's own reducer records in agent.pendingInterrupts; the next run answers it through
+//     the client's API: runAgent({ resume }) with an array from the client's buildResumeArray().
+//   - @ag-ui/client 0.0.59 (CopilotKit's) gets a client tool call `request_approval`, answered by
+//     a tool message {"approved": true}.
+// Either way the resumed run runs the tool, answers the ORIGINAL call id with TOOL_CALL_RESULT,
+// and the model's follow-up text arrives. The client checks every event (enforce, verify,
+// reducer); any client warning or error fails the run (harness.mjs).
+
+import { after, before, describe, test } from "node:test";
+import assert from "node:assert/strict";
+
+import { buildResumeArray } from "agui-client-1";
+
+import { startFakeOpenAI, textTurn, toolTurn } from "./fake-openai.mjs";
+import { CLIENTS, newAgent, ofType, run, serverErrors, startServer, types } from "./harness.mjs";
+
+const TIMEOUT = 30_000;
+const TOOL = "cancel_subscription";
+const TOOL_RESULT = "Subscription cancelled.";
+const ARGS = { subscription: "Netflix" };
+
+let fake;
+let server;
+
+before(async () => {
+  fake = await startFakeOpenAI();
+  server = await startServer({ upstream: fake.baseUrl });
+});
+
+after(async () => {
+  await server?.stop();
+  await fake?.close();
+});
+
+function serverLog() {
+  return server ? server.log().split("\n").slice(-40).join("\n") : "";
+}
+
+/** Upstream messages without the system prompt. */
+function conversation(body) {
+  return body.messages.filter((m) => m.role !== "system");
+}
+
+function assertLifecycle(events) {
+  const t = types(events);
+  assert.equal(t[0], "RUN_STARTED", `first event: ${t.join(", ")}`);
+  assert.equal(t.at(-1), "RUN_FINISHED", `last event: ${t.join(", ")}`);
+  assert.equal(ofType(events, "RUN_FINISHED").length, 1, t.join(", "));
+  assert.equal(ofType(events, "RUN_ERROR").length, 0, `${t.join(", ")}\n${serverLog()}`);
+}
+
+/** What the model saw on the resumed run: one clean call/result pair, no approval protocol. */
+function assertCleanHistory(key, callId) {
+  const requests = fake.requests(key);
+  assert.equal(requests.length, 2, `two model calls (the call, then the follow-up)\n${serverLog()}`);
+  const offered = (requests[0].tools ?? []).map((t) => t.function.name);
+  assert.ok(offered.includes(TOOL), `the tool is offered: ${offered}`);
+  assert.ok(!offered.includes("request_approval"), `the approval tool is never offered: ${offered}`);
+  const history = conversation(requests[1]);
+  assert.deepEqual(history.map((m) => m.role), ["user", "assistant", "tool"], JSON.stringify(history, null, 1));
+  assert.deepEqual(history[1].tool_calls.map((c) => c.id), [callId]);
+  assert.equal(history[1].tool_calls[0].function.name, TOOL);
+  assert.deepEqual(JSON.parse(history[1].tool_calls[0].function.arguments), ARGS);
+  assert.equal(history[2].tool_call_id, callId);
+  assert.equal(history[2].content, TOOL_RESULT);
+}
+
+const [v1, v0059] = CLIENTS;
+
+describe(v1.name, () => {
+  test(`[${v1.version}] approval: the run ends with an interrupt; resume runs the tool and the model goes on`, { timeout: TIMEOUT }, async () => {
+    assert.equal(v1.protocol10, true);
+    const key = `approval-interrupt-${v1.tag}`;
+    const callId = `call_cancel_${v1.tag}`;
+    fake.script(
+      key,
+      toolTurn([{ id: callId, name: TOOL, arguments: ARGS }], ["Cancelling ", "it."]),
+      textTurn("Done, ", "Netflix is cancelled."),
+    );
+    const agent = newAgent(v1, `${server.url}/approvals`, { prompt: `${key}: cancel my Netflix` });
+    const interruptsSeen = [];
+    agent.subscribe({
+      onRunFinishedEvent: (params) => {
+        if (params.outcome === "interrupt") interruptsSeen.push(structuredClone(params.interrupts));
+      },
+    });
+
+    // Run 1: the call streams, the tool does not run, the run ends with an interrupt.
+    const first = await run(agent);
+
+    assertLifecycle(first.events);
+    assert.equal(ofType(first.events, "TOOL_CALL_RESULT").length, 0, "the tool did not run");
+    assert.deepEqual(ofType(first.events, "TOOL_CALL_START").map((e) => [e.toolCallId, e.toolCallName]), [[callId, TOOL]]);
+    const finished = ofType(first.events, "RUN_FINISHED")[0];
+    assert.equal(finished.outcome?.type, "interrupt", JSON.stringify(finished));
+    assert.equal(finished.outcome.interrupts.length, 1, JSON.stringify(finished));
+    const interrupt = finished.outcome.interrupts[0];
+    assert.equal(interrupt.reason, "tool_call");
+    assert.equal(interrupt.toolCallId, callId);
+    assert.equal(typeof interrupt.id, "string");
+    assert.ok(interrupt.id.length > 0);
+    assert.equal(typeof interrupt.message, "string");
+    assert.match(interrupt.message, /cancel_subscription/);
+    assert.deepEqual(interrupt.responseSchema?.required, ["approved"], JSON.stringify(interrupt.responseSchema));
+    assert.equal(interrupt.responseSchema?.properties?.approved?.type, "boolean");
+    assert.ok(Date.parse(interrupt.expiresAt) > Date.now(), `expiresAt in the future: ${interrupt.expiresAt}`);
+
+    // The client accepted it: its reducer recorded the interrupt, its subscriber saw it.
+    assert.deepEqual(agent.pendingInterrupts, [interrupt]);
+    assert.deepEqual(interruptsSeen, [[interrupt]]);
+    assert.deepEqual(agent.messages.map((m) => m.role), ["user", "assistant"], JSON.stringify(agent.messages, null, 1));
+    const call = agent.messages[1];
+    assert.equal(call.content, "Cancelling it.");
+    assert.deepEqual(call.toolCalls.map((c) => c.id), [callId]);
+    assert.deepEqual(JSON.parse(call.toolCalls[0].function.arguments), ARGS);
+    assert.equal(fake.requests(key).length, 1, "the run waits for the person, not the model");
+
+    // The client itself refuses a run that leaves the interrupt unanswered (no request sent).
+    await assert.rejects(() => agent.runAgent(), /pending interrupt/);
+    assert.equal(fake.requests(key).length, 1);
+
+    // Run 2: resume through the client's own API.
+    const resume = buildResumeArray(agent.pendingInterrupts, {
+      [interrupt.id]: { status: "resolved", payload: { approved: true } },
+    });
+    assert.deepEqual(resume, [{ interruptId: interrupt.id, status: "resolved", payload: { approved: true } }]);
+    const second = await run(agent, { resume });
+
+    assertLifecycle(second.events);
+    assert.equal(ofType(second.events, "TOOL_CALL_START").length, 0, "no new TOOL_CALL_START for the original call");
+    const results = ofType(second.events, "TOOL_CALL_RESULT");
+    assert.deepEqual(results.map((e) => e.toolCallId), [callId]);
+    assert.equal(results[0].content, TOOL_RESULT);
+    assert.deepEqual(ofType(second.events, "RUN_FINISHED")[0].outcome, { type: "success" });
+    assert.deepEqual(agent.pendingInterrupts, [], "the interrupt is resolved");
+
+    // The client's reducer put the result right after the original call, then the follow-up.
+    assert.deepEqual(
+      agent.messages.map((m) => m.role),
+      ["user", "assistant", "tool", "assistant"],
+      JSON.stringify(agent.messages, null, 1),
+    );
+    const [, callMessage, result, answer] = agent.messages;
+    assert.deepEqual(callMessage.toolCalls.map((c) => c.id), [callId]);
+    assert.equal(result.toolCallId, callId);
+    assert.equal(result.content, TOOL_RESULT);
+    assert.equal(answer.content, "Done, Netflix is cancelled.");
+    assert.ok(!answer.toolCalls || answer.toolCalls.length === 0, JSON.stringify(answer));
+
+    assertCleanHistory(key, callId);
+  });
+});
+
+describe(v0059.name, () => {
+  test(`[${v0059.version}] approval: a request_approval call is left pending; answering it runs the tool and the model goes on`, { timeout: TIMEOUT }, async () => {
+    assert.equal(v0059.protocol10, false);
+    const key = `approval-tool-${v0059.tag}`;
+    const callId = `call_cancel_${v0059.tag}`;
+    fake.script(
+      key,
+      toolTurn([{ id: callId, name: TOOL, arguments: ARGS }], ["Cancelling ", "it."]),
+      textTurn("Done, ", "Netflix is cancelled."),
+    );
+    const agent = newAgent(v0059, `${server.url}/approvals`, { prompt: `${key}: cancel my Netflix` });
+
+    // Run 1: the call streams, the tool does not run; the question is a client tool call.
+    const first = await run(agent);
+
+    assertLifecycle(first.events);
+    assert.equal(ofType(first.events, "TOOL_CALL_RESULT").length, 0, "nothing ran");
+    const finished = ofType(first.events, "RUN_FINISHED")[0];
+    assert.equal("outcome" in finished, false, JSON.stringify(finished));
+    const starts = ofType(first.events, "TOOL_CALL_START");
+    assert.deepEqual(starts.map((e) => e.toolCallName), [TOOL, "request_approval"], types(first.events).join(", "));
+    assert.equal(starts[0].toolCallId, callId);
+
+    const calls = agent.messages.flatMap((m) => m.toolCalls ?? []);
+    assert.deepEqual(calls.map((c) => c.function.name), [TOOL, "request_approval"], JSON.stringify(agent.messages, null, 1));
+    assert.equal(agent.messages.filter((m) => m.role === "tool").length, 0, "both calls are pending");
+    const approval = calls[1];
+    assert.equal(approval.id, starts[1].toolCallId);
+    assert.notEqual(approval.id, callId);
+    const question = JSON.parse(approval.function.arguments);
+    assert.equal(question.toolCallId, callId);
+    assert.equal(question.toolName, TOOL);
+    assert.deepEqual(question.arguments, ARGS);
+    assert.equal(typeof question.message, "string");
+    assert.match(question.message, /cancel_subscription/);
+    assert.equal(question.allowEdit, false);
+    assert.equal(agent.messages.at(-1).role, "assistant");
+    assert.equal(fake.requests(key).length, 1, "the run waits for the person, not the model");
+
+    // Run 2: the page answers the approval call (as useHumanInTheLoop would).
+    agent.addMessage({
+      id: `approval-answer-${v0059.tag}`,
+      role: "tool",
+      toolCallId: approval.id,
+      content: JSON.stringify({ approved: true }),
+    });
+    const second = await run(agent);
+
+    assertLifecycle(second.events);
+    assert.equal(ofType(second.events, "TOOL_CALL_START").length, 0, "no new TOOL_CALL_START for the original call");
+    const results = ofType(second.events, "TOOL_CALL_RESULT");
+    assert.deepEqual(results.map((e) => e.toolCallId), [callId], types(second.events).join(", "));
+    assert.equal(results[0].content, TOOL_RESULT);
+    assert.equal("outcome" in ofType(second.events, "RUN_FINISHED")[0], false);
+
+    const toolMessages = agent.messages.filter((m) => m.role === "tool");
+    assert.deepEqual(
+      toolMessages.map((m) => [m.toolCallId, m.content]).sort(),
+      [[approval.id, JSON.stringify({ approved: true })], [callId, TOOL_RESULT]].sort(),
+      JSON.stringify(agent.messages, null, 1),
+    );
+    const answer = agent.messages.at(-1);
+    assert.equal(answer.role, "assistant");
+    assert.equal(answer.content, "Done, Netflix is cancelled.");
+
+    assertCleanHistory(key, callId);
+  });
+});
+
+test("no model request went unscripted", () => {
+  assert.deepEqual(fake.unmatched, []);
+});
+
+test("the server logged no error and no panic", () => {
+  assert.deepEqual(serverErrors(server.log()), []);
+});

@@ -132,6 +132,17 @@ fn http_tool(
 }
 
 /// `transfer_money`, always approved first.
+/// `cancel_subscription`: always needs approval, takes a `plan`, allows no edits.
+fn cancel_tool(service: &ToolService) -> ToolSettings {
+    http_tool(
+        service,
+        "cancel_subscription",
+        json!({"type": "object", "properties": {"plan": {"type": "string"}}}),
+        always(),
+        false,
+    )
+}
+
 fn transfer_tool(service: &ToolService, allow_edit: bool) -> ToolSettings {
     http_tool(
         service,
@@ -570,16 +581,7 @@ async fn copilotkits_echo_of_the_answer_is_not_taken_for_the_tool_result() {
 #[tokio::test]
 async fn an_approval_may_edit_the_arguments_only_where_the_tool_allows_it() {
     let service = ToolService::start().await;
-    let tools = vec![
-        transfer_tool(&service, true),
-        http_tool(
-            &service,
-            "cancel_subscription",
-            json!({"type": "object", "properties": {"plan": {"type": "string"}}}),
-            always(),
-            false,
-        ),
-    ];
+    let tools = vec![transfer_tool(&service, true), cancel_tool(&service)];
     let app = spawn_app(|settings| with_tools(settings, tools)).await;
 
     // An editable tool: the schema offers `editedArgs`, and the edited arguments are used.
@@ -718,13 +720,7 @@ async fn two_approvals_in_one_batch_give_two_interrupts_and_need_both_answers() 
     let service = ToolService::start().await;
     let tools = vec![
         transfer_tool(&service, false),
-        http_tool(
-            &service,
-            "cancel_subscription",
-            json!({"type": "object", "properties": {"plan": {"type": "string"}}}),
-            always(),
-            false,
-        ),
+        cancel_tool(&service),
         http_tool(
             &service,
             "check_balance",

@@ -367,16 +367,12 @@ async fn a_key_absent_from_the_client_state_is_added_and_other_keys_are_kept() {
     assert_eq!(the(&events, "STATE_SNAPSHOT")["snapshot"], expected);
 }
 
-#[tokio::test]
-async fn invalid_arguments_restore_the_clients_state() {
-    let app = spawn_app(|s| {
-        predict(s, "recipe", "update_recipe", "recipe");
-        server_tool(s, "update_recipe");
-    })
-    .await;
-    let broken = r#"{"recipe": {"title": "A title that streams for a while", "servings": 4,"#;
+/// Streams `arguments` for `update_recipe` against a recipe state and checks that the client's
+/// state is restored by a snapshot right after `TOOL_CALL_END`, and that the tool's result
+/// contains `reported` (what the model is told).
+async fn assert_restored_after(app: &TestApp, arguments: &str, reported: &str) {
     app.fake.push(Reply::Sse(chunks::tool_calls(
-        &[("call_r", "update_recipe", broken)],
+        &[("call_r", "update_recipe", arguments)],
         false,
     )));
     app.fake.push(Reply::Sse(chunks::text_reply(&["Sorry."])));
@@ -401,9 +397,20 @@ async fn invalid_arguments_restore_the_clients_state() {
     assert_eq!(client_states(&initial, &events).last().unwrap().1, initial);
     let result = the(&events, "TOOL_CALL_RESULT");
     assert!(
-        result["content"].as_str().unwrap().contains("error"),
+        result["content"].as_str().unwrap().contains(reported),
         "the tool reports the bad arguments: {result}"
     );
+}
+
+#[tokio::test]
+async fn invalid_arguments_restore_the_clients_state() {
+    let app = spawn_app(|s| {
+        predict(s, "recipe", "update_recipe", "recipe");
+        server_tool(s, "update_recipe");
+    })
+    .await;
+    let broken = r#"{"recipe": {"title": "A title that streams for a while", "servings": 4,"#;
+    assert_restored_after(&app, broken, "error").await;
 }
 
 #[tokio::test]
@@ -422,39 +429,7 @@ async fn arguments_that_fail_the_tools_schema_restore_the_clients_state() {
     .await;
     // Valid JSON, but `servings` breaks the schema: the tool will refuse it.
     let wrong = r#"{"recipe": {"title": "A title that streams for a while", "servings": 0}}"#;
-    app.fake.push(Reply::Sse(chunks::tool_calls(
-        &[("call_r", "update_recipe", wrong)],
-        false,
-    )));
-    app.fake
-        .push(Reply::Sse(chunks::text_reply(&["Let me fix that."])));
-    let initial = json!({"recipe": {"title": "Grandma's soup"}});
-    let mut body = input(vec![user("Change the recipe")]);
-    body["state"] = initial.clone();
-
-    let events = app.run_events("/", &body).await;
-
-    assert_well_formed(&events);
-    assert!(
-        !of_type(&events, "STATE_DELTA").is_empty(),
-        "it streamed first"
-    );
-    let end = position(&events, "TOOL_CALL_END", "call_r");
-    assert_eq!(
-        events[end + 1]["type"],
-        "STATE_SNAPSHOT",
-        "restored at once"
-    );
-    assert_eq!(events[end + 1]["snapshot"], initial);
-    assert_eq!(client_states(&initial, &events).last().unwrap().1, initial);
-    let result = the(&events, "TOOL_CALL_RESULT");
-    assert!(
-        result["content"]
-            .as_str()
-            .unwrap()
-            .contains("invalid arguments"),
-        "the model is told why: {result}"
-    );
+    assert_restored_after(&app, wrong, "invalid arguments").await;
 }
 
 #[tokio::test]

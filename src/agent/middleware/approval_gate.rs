@@ -366,16 +366,24 @@ impl Agent for ApprovalGate {
             text_message(&self.settings.accepted_message, &mut prefix);
         }
         request.decisions = decisions;
-        let mapper = GateMapper {
+        let mapper = (!self.policies.is_empty()).then(|| GateMapper {
             client_tool: request.version == ProtocolVersion::Legacy && self.settings.client_tool,
             client_tool_name: self.settings.client_tool_name.clone(),
             thread_id: request.thread_id.clone(),
             policies: self.policies.clone(),
             signer: self.signer.clone(),
-        };
+        });
         let updates = self.inner.run(request)?;
+        // Without policies the base agent never asks for approval: no per-event mapping.
+        let updates = match mapper {
+            Some(mapper) => map_updates(updates, mapper),
+            None => updates,
+        };
+        if prefix.is_empty() {
+            return Ok(updates);
+        }
         Ok(stream::iter(prefix.into_iter().map(Ok))
-            .chain(map_updates(updates, mapper))
+            .chain(updates)
             .boxed())
     }
 }

@@ -290,6 +290,10 @@ pub struct LlmSettings {
     pub first_byte_timeout_secs: u64,
     /// Longest silence between two chunks of a streaming response.
     pub idle_timeout_secs: u64,
+    /// Idle keep-alive connections kept per model server.
+    pub pool_max_idle_per_host: usize,
+    /// How long an idle keep-alive connection is kept; 0 closes it after each reply.
+    pub pool_idle_timeout_secs: u64,
     /// Retries of a request that failed before any byte arrived (429, 5xx, connect errors).
     pub max_retries: u32,
     /// Ask the server for a final usage chunk (`stream_options.include_usage`).
@@ -325,6 +329,8 @@ impl fmt::Debug for LlmSettings {
             .field("connect_timeout_secs", &self.connect_timeout_secs)
             .field("first_byte_timeout_secs", &self.first_byte_timeout_secs)
             .field("idle_timeout_secs", &self.idle_timeout_secs)
+            .field("pool_max_idle_per_host", &self.pool_max_idle_per_host)
+            .field("pool_idle_timeout_secs", &self.pool_idle_timeout_secs)
             .field("max_retries", &self.max_retries)
             .field("stream_usage", &self.stream_usage)
             .field("temperature", &self.temperature)

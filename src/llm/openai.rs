@@ -166,7 +166,10 @@ impl HttpBackend {
             .user_agent(concat!("agui-host/", env!("CARGO_PKG_VERSION")))
             // A redirected POST loses its body, and custom auth headers (`api-key`, extra
             // headers) would follow it to another host: report the 3xx instead.
-            .redirect(reqwest::redirect::Policy::none());
+            .redirect(reqwest::redirect::Policy::none())
+            // Bounded, so memory returns to its baseline after a burst of concurrent runs.
+            .pool_max_idle_per_host(settings.pool_max_idle_per_host)
+            .pool_idle_timeout(Duration::from_secs(settings.pool_idle_timeout_secs));
         if let Some(timeout) = limit(settings.connect_timeout_secs) {
             builder = builder.connect_timeout(timeout);
         }

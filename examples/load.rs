@@ -6,12 +6,15 @@
 //! ```sh
 //! cargo run --release --example load                      # 1,000 runs, then 10% disconnecting
 //! cargo run --release --example load -- --runs 200 --chunks 10 --chunk-delay-ms 50
+//! cargo run --release --example load -- --soak-secs 300   # then 5 minutes of rounds: RSS growth?
 //! ```
 //!
 //! Phase 1 reads every stream to its end and checks it with the reference client's ordering
 //! rules (`tests/api/verify.rs`): zero errors, every stream well formed and ending with
 //! `RUN_FINISHED`. Phase 2 runs the same load with `--disconnect-percent` of the clients hanging
 //! up after their first text delta; then the server's `agui_runs_in_flight` must return to 0.
+//! With `--soak-secs`, the disconnect phase then repeats until that time is up, the RSS is
+//! sampled after every round, and the test fails if it is still growing (see `Harness::soak`).
 //!
 //! The app, the fake upstream and the clients each run on their own tokio runtime with named
 //! threads, so the server's CPU time is read from its own threads (`/proc/self/task/*/stat`).
@@ -51,6 +54,8 @@ struct Options {
     server_threads: usize,
     /// Times the disconnect phase runs (RSS after each shows whether memory keeps growing).
     repeat: usize,
+    /// After the phases, repeat the disconnect phase for this long and check the RSS for growth.
+    soak: Option<Duration>,
 }
 
 impl Options {
@@ -63,6 +68,7 @@ impl Options {
             timeout: Duration::from_secs(120),
             server_threads: std::thread::available_parallelism().map_or(2, |n| n.get()),
             repeat: 1,
+            soak: None,
         };
         let mut args = std::env::args().skip(1);
         while let Some(flag) = args.next() {
@@ -83,11 +89,15 @@ impl Options {
                     options.server_threads = usize::try_from(value()?).unwrap_or(1).max(1)
                 }
                 "--repeat" => options.repeat = usize::try_from(value()?).unwrap_or(1).clamp(1, 20),
+                "--soak-secs" => {
+                    options.soak = Some(Duration::from_secs(value()?.clamp(1, 3600)));
+                }
                 "--help" | "-h" => {
                     return Err(
                         "options: --runs N (1000) --chunks N (20) --chunk-delay-ms N (100) \
                          --disconnect-percent N (10) --timeout-secs N (120) --server-threads N \
-                         (the CPU count) --repeat N (1: times the disconnect phase runs)"
+                         (the CPU count) --repeat N (1: times the disconnect phase runs) --soak-secs N \
+                         (then repeat the disconnect phase for N s and check RSS growth)"
                             .into(),
                     )
                 }
@@ -174,59 +184,184 @@ fn run(options: &Options) -> Result<bool, Box<dyn std::error::Error>> {
         options.repeat,
     ));
     let mut baseline = None;
+    let harness = Harness {
+        options,
+        address: address.to_string(),
+        client_rt: &client_rt,
+        runs_in_flight: &runs_in_flight,
+    };
     for (phase, disconnect) in phases {
+        let Some(result) = harness.phase(disconnect) else {
+            println!("phase `{phase}`: timed out after {:?}", options.timeout);
+            return Ok(false);
+        };
+        println!("\nphase: {phase}");
+        result.print();
+        match baseline {
+            None => baseline = Some(result.rss_after),
+            Some(baseline) => println!(
+                "  RSS after vs. after the first phase: {:+} KiB",
+                result.rss_after as i64 - baseline as i64
+            ),
+        }
+        ok &= result.passed(options.runs);
+    }
+    if let Some(soak) = options.soak {
+        ok &= harness.soak(soak);
+    }
+    println!("\n{}", if ok { "PASS" } else { "FAIL" });
+    drop(client_rt);
+    drop(server_rt);
+    drop(upstream_rt);
+    Ok(ok)
+}
+
+/// What one phase needs: the options, the server's address and the client runtime.
+struct Harness<'a> {
+    options: &'a Options,
+    address: String,
+    client_rt: &'a tokio::runtime::Runtime,
+    runs_in_flight: &'a (dyn Fn() -> usize + Sync),
+}
+
+/// One phase's figures.
+struct PhaseResult {
+    outcome: Outcome,
+    wall: Duration,
+    cpu_secs: f64,
+    peak_streams: usize,
+    rss_before: usize,
+    rss_during: usize,
+    rss_after: usize,
+    in_flight_after: usize,
+}
+
+impl Harness<'_> {
+    /// Runs `options.runs` concurrent runs with `disconnect` percent hanging up; `None` when
+    /// the phase timed out.
+    fn phase(&self, disconnect: usize) -> Option<PhaseResult> {
         let rss_before = rss_kib();
         let cpu_before = server_cpu_secs();
         let peak = Arc::new(AtomicUsize::new(0));
         let peak_rss = Arc::new(AtomicUsize::new(0));
-        let sampler = {
-            let (peak, peak_rss, runs_in_flight) =
-                (peak.clone(), peak_rss.clone(), runs_in_flight.clone());
-            client_rt.spawn(async move {
+        let outcome = self.client_rt.block_on(async {
+            // Samples the server's in-flight count and the RSS at its peak while the load runs.
+            let sampler = async {
                 loop {
-                    let now = runs_in_flight();
+                    let now = (self.runs_in_flight)();
                     if now > peak.load(Ordering::Relaxed) {
                         peak.store(now, Ordering::Relaxed);
                         peak_rss.store(rss_kib(), Ordering::Relaxed);
                     }
                     tokio::time::sleep(Duration::from_millis(20)).await;
                 }
-            })
-        };
-        let started = Instant::now();
-        let outcome = client_rt.block_on(async {
-            tokio::time::timeout(
-                options.timeout,
+            };
+            let started = Instant::now();
+            let load = tokio::time::timeout(
+                self.options.timeout,
                 load(
-                    &address.to_string(),
-                    options.runs,
+                    &self.address,
+                    self.options.runs,
                     disconnect,
-                    options.chunks,
+                    self.options.chunks,
                 ),
-            )
-            .await
-        });
-        let wall = started.elapsed();
-        let outcome = match outcome {
-            Ok(outcome) => outcome?,
-            Err(_) => {
-                println!("phase `{phase}`: timed out after {:?}", options.timeout);
-                return Ok(false);
+            );
+            tokio::select! {
+                outcome = load => outcome.ok().map(|outcome| (outcome, started.elapsed())),
+                () = sampler => None,
             }
-        };
+        });
+        let (outcome, wall) = outcome?;
+        let outcome = outcome.unwrap_or_else(|error| Outcome {
+            errors: 1,
+            first_error: Some(error.to_string()),
+            ..Outcome::default()
+        });
         // In flight back to zero: every run's slot and metrics released.
         let drained_by = Instant::now() + Duration::from_secs(10);
-        let mut left = runs_in_flight();
-        while left > 0 && Instant::now() < drained_by {
+        let mut in_flight_after = (self.runs_in_flight)();
+        while in_flight_after > 0 && Instant::now() < drained_by {
             std::thread::sleep(Duration::from_millis(20));
-            left = runs_in_flight();
+            in_flight_after = (self.runs_in_flight)();
         }
-        sampler.abort();
-        let cpu = server_cpu_secs() - cpu_before;
+        let cpu_secs = server_cpu_secs() - cpu_before;
         std::thread::sleep(Duration::from_millis(500));
-        let rss_after = rss_kib();
-        let peak_streams = peak.load(Ordering::Relaxed);
-        let rss_during = peak_rss.load(Ordering::Relaxed).max(rss_before);
+        Some(PhaseResult {
+            outcome,
+            wall,
+            cpu_secs,
+            peak_streams: peak.load(Ordering::Relaxed),
+            rss_before,
+            rss_during: peak_rss.load(Ordering::Relaxed).max(rss_before),
+            rss_after: rss_kib(),
+            in_flight_after,
+        })
+    }
+
+    /// Repeats the disconnect phase for `duration`, sampling the RSS after each round, and
+    /// passes when every round passed and the RSS stopped growing: the median of the last third
+    /// of the rounds is within 5% (or 4 MiB) of the median of the first third. The first two
+    /// rounds are left out: the allocator and the connection pools settle in them.
+    fn soak(&self, duration: Duration) -> bool {
+        println!(
+            "\nsoak: the disconnect phase, repeated for {} s",
+            duration.as_secs()
+        );
+        let started = Instant::now();
+        let mut samples = Vec::new();
+        let mut ok = true;
+        let mut round = 0;
+        while started.elapsed() < duration {
+            round += 1;
+            let Some(result) = self.phase(self.options.disconnect_percent) else {
+                println!(
+                    "  round {round}: timed out after {:?}",
+                    self.options.timeout
+                );
+                return false;
+            };
+            let passed = result.passed(self.options.runs);
+            ok &= passed;
+            println!(
+                "  round {round:>3} at {:>4.0} s: RSS after {} KiB, peak {} KiB, {:.2} ms CPU per \
+                 run, errors {}, in flight afterwards {}{}",
+                started.elapsed().as_secs_f64(),
+                result.rss_after,
+                result.rss_during,
+                result.cpu_secs * 1000.0 / result.outcome.started.max(1) as f64,
+                result.outcome.errors,
+                result.in_flight_after,
+                if passed { "" } else { "  FAILED" }
+            );
+            samples.push(result.rss_after);
+        }
+        let settled = samples.get(2..).unwrap_or_default();
+        if settled.len() < 3 {
+            println!("  too few rounds to judge growth; give --soak-secs more time");
+            return false;
+        }
+        let third = settled.len() / 3;
+        let first = median(&settled[..third]);
+        let last = median(&settled[settled.len() - third..]);
+        let allowed = (first / 20).max(4 * 1024);
+        let growth = last as i64 - first as i64;
+        println!(
+            "  RSS after a round, median of the first third {first} KiB, of the last third {last} \
+             KiB: {growth:+} KiB (allowed +{allowed} KiB)"
+        );
+        ok && growth <= allowed as i64
+    }
+}
+
+impl PhaseResult {
+    fn passed(&self, runs: usize) -> bool {
+        self.outcome.errors == 0
+            && self.in_flight_after == 0
+            && self.outcome.finished + self.outcome.disconnected == runs
+    }
+
+    fn print(&self) {
+        let outcome = &self.outcome;
         let mut durations = outcome.durations.clone();
         durations.sort();
         let pct = |p: f64| {
@@ -234,50 +369,45 @@ fn run(options: &Options) -> Result<bool, Box<dyn std::error::Error>> {
                 .get(((durations.len() as f64 * p) as usize).min(durations.len().saturating_sub(1)))
                 .map_or(0.0, |d| d.as_secs_f64() * 1000.0)
         };
-        println!("\nphase: {phase}");
         println!(
             "  runs {}, finished {}, disconnected on purpose {}, errors {}",
             outcome.started, outcome.finished, outcome.disconnected, outcome.errors
         );
-        println!("  concurrent streams held (server's agui_runs_in_flight, peak) {peak_streams}");
+        println!(
+            "  concurrent streams held (server's agui_runs_in_flight, peak) {}",
+            self.peak_streams
+        );
         println!(
             "  run time p50 {:.0} ms, p99 {:.0} ms (of the runs read to the end); wall {:.1} s",
             pct(0.50),
             pct(0.99),
-            wall.as_secs_f64()
+            self.wall.as_secs_f64()
         );
         println!(
             "  server CPU {:.3} s, {:.2} ms per run",
-            cpu,
-            cpu * 1000.0 / outcome.started.max(1) as f64
+            self.cpu_secs,
+            self.cpu_secs * 1000.0 / outcome.started.max(1) as f64
         );
         println!(
             "  RSS before {} KiB, during (at the peak) {} KiB, after {} KiB; {:.1} KiB per open \
              stream (whole process: clients and fake upstream included)",
-            rss_before,
-            rss_during,
-            rss_after,
-            (rss_during.saturating_sub(rss_before)) as f64 / peak_streams.max(1) as f64
+            self.rss_before,
+            self.rss_during,
+            self.rss_after,
+            (self.rss_during.saturating_sub(self.rss_before)) as f64
+                / self.peak_streams.max(1) as f64
         );
-        println!("  in flight afterwards {left}");
-        match baseline {
-            None => baseline = Some(rss_after),
-            Some(baseline) => println!(
-                "  RSS after vs. after the first phase: {:+} KiB",
-                rss_after as i64 - baseline as i64
-            ),
-        }
+        println!("  in flight afterwards {}", self.in_flight_after);
         if let Some(error) = &outcome.first_error {
             println!("  first error: {error}");
         }
-        ok &= outcome.errors == 0 && left == 0;
-        ok &= outcome.finished + outcome.disconnected == options.runs;
     }
-    println!("\n{}", if ok { "PASS" } else { "FAIL" });
-    drop(client_rt);
-    drop(server_rt);
-    drop(upstream_rt);
-    Ok(ok)
+}
+
+fn median(samples: &[usize]) -> usize {
+    let mut sorted = samples.to_vec();
+    sorted.sort_unstable();
+    sorted.get(sorted.len() / 2).copied().unwrap_or(0)
 }
 
 #[derive(Debug, Default)]

@@ -34,6 +34,35 @@ use crate::settings::{LlmProvider, LlmSettings};
 
 pub use error::{LlmError, TimeoutPhase};
 
+/// Decodes the body of an OpenAI-compatible streaming reply (SSE `chat.completion.chunk`s, then
+/// `[DONE]`) into [`LlmEvent`]s, exactly as the HTTP backend does: the tolerant parser, the
+/// normalized tool-call indexes and the end-of-body rules. Public so that the parser's cost can
+/// be benchmarked (`benches/upstream.rs`) and an embedder reading a stream itself can reuse it.
+#[derive(Debug)]
+pub struct CompletionStreamDecoder(chunk::StreamDecoder);
+
+impl Default for CompletionStreamDecoder {
+    fn default() -> Self {
+        Self(chunk::StreamDecoder::new(error::Redactor::new(
+            std::iter::empty(),
+        )))
+    }
+}
+
+impl CompletionStreamDecoder {
+    /// Decodes the next fragment of the body (any split, even inside a UTF-8 character),
+    /// appending what it completes to `out`. After an `Err` nothing more is produced.
+    pub fn feed(&mut self, bytes: &[u8], out: &mut Vec<Result<LlmEvent, LlmError>>) {
+        self.0.feed(bytes, out);
+    }
+
+    /// The body ended: a reply without `[DONE]` is complete only if it had a finish reason,
+    /// otherwise it ends with [`LlmError::StreamCut`].
+    pub fn finish(&mut self, out: &mut Vec<Result<LlmEvent, LlmError>>) {
+        self.0.end_with(None, out);
+    }
+}
+
 /// A provider-neutral chat message (the agent converts AG-UI history into these).
 ///
 /// There is no developer role: the agent maps it to [`ChatMessage::System`], which every

@@ -32,7 +32,7 @@ use futures_util::stream::BoxStream;
 
 use crate::settings::{LlmProvider, LlmSettings};
 
-pub use error::{LlmError, TimeoutPhase};
+pub use error::{LlmError, TimeoutPhase, UnreachableCause};
 
 /// A provider-neutral chat message (the agent converts AG-UI history into these).
 ///

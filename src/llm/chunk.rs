@@ -12,6 +12,9 @@
 //!   `event: error`), after which the stream ends;
 //! - a body that ends after a `finish_reason` without `[DONE]`.
 //!
+//! A stream that reaches `[DONE]` without a single choice is not tolerated: it is
+//! `upstream_malformed`, not an empty answer.
+//!
 //! The wire structs below are our own rather than async-openai's stream types, which reject or
 //! drop several of these (unknown fields are ignored; a field of an unexpected type reads as
 //! absent instead of failing the whole chunk).
@@ -278,6 +281,11 @@ pub(crate) struct ChunkParser {
     usage: Option<Usage>,
 }
 
+/// Why `[DONE]` after chunks that never carried a choice is an error: every chat completion
+/// has one, so this is a server or proxy that answered something else (or filtered the whole
+/// reply away), and ending the run as if the model had nothing to say would hide it.
+const NO_CHOICES: &str = "the reply ended with [DONE] without a single choice";
+
 impl ChunkParser {
     pub(crate) fn new(redactor: Redactor) -> Self {
         Self {
@@ -301,6 +309,11 @@ impl ChunkParser {
             return Err(self.error_frame(data));
         }
         if data == "[DONE]" {
+            if self.choice_index.is_none() {
+                return Err(LlmError::Malformed {
+                    detail: NO_CHOICES.to_owned(),
+                });
+            }
             self.on_done(out);
             return Ok(Flow::Stop);
         }
@@ -1242,6 +1255,28 @@ mod tests {
             "data: not json\n\n",
         )));
         assert_eq!(events, vec![text("a"), finished(FinishReason::Stop)]);
+    }
+
+    /// Chunks that never carry a choice (only usage, only filter results, or nothing) and then
+    /// `[DONE]`: not a chat completion, so not an empty answer either.
+    #[test]
+    fn done_without_any_choice_is_malformed() {
+        for body in [
+            "data: [DONE]\n\n",
+            "data: {\"choices\":[],\"usage\":{\"prompt_tokens\":3,\"completion_tokens\":0}}\n\ndata: [DONE]\n\n",
+            "data: {\"choices\":null}\n\ndata: {}\n\ndata: [DONE]\n\n",
+        ] {
+            let events = run_str(body);
+            assert!(
+                matches!(&events[..], [Err(e)] if e.code() == "upstream_malformed"),
+                "{body}: {events:?}"
+            );
+        }
+        // One choice, even empty, is a reply: the model had nothing to say.
+        let events = ok(run_str(
+            "data: {\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":\"\"}}]}\n\ndata: [DONE]\n\n",
+        ));
+        assert_eq!(events, vec![finished(FinishReason::Stop)]);
     }
 
     /// (j) A chunk that is not JSON, or not an object.

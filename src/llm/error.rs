@@ -31,8 +31,12 @@ pub enum LlmError {
     #[error("{}", timeout_text(*.phase, *.secs))]
     Timeout { phase: TimeoutPhase, secs: u64 },
     /// Connect, DNS or TLS failure, or the connection closed before any response.
-    #[error("could not reach the model server: {detail}")]
-    Unreachable { detail: String },
+    #[error("could not reach the model server ({}): {detail}", .cause.as_str())]
+    Unreachable {
+        cause: UnreachableCause,
+        /// The redacted error chain, for logs.
+        detail: String,
+    },
     /// The body ended (or the connection broke) with neither a `finish_reason` nor `[DONE]`.
     #[error("the model server's reply stopped before it was complete: {detail}")]
     StreamCut { detail: String },
@@ -53,6 +57,44 @@ pub enum LlmError {
     Config(String),
 }
 
+/// Why the model server could not be reached. One code (`upstream_unreachable`) for all of
+/// them, since the alert is the same ("the model server is out of reach"), but the message
+/// names the cause, because the fix differs: a host name, a server that is down, a certificate.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum UnreachableCause {
+    /// The host name did not resolve.
+    Dns,
+    /// Nothing listens on that address and port.
+    Refused,
+    /// The TCP connection was not established within `connect_timeout_secs`.
+    ConnectTimeout,
+    /// The TLS handshake failed: an untrusted or invalid certificate, or a server that does not
+    /// speak TLS on that port.
+    Tls,
+    /// Connected, then the connection closed before any response.
+    Closed,
+    /// The server answered something that is not HTTP, typically a TLS server behind an
+    /// `http://` base URL.
+    NotHttp,
+    /// Any other network error.
+    Other,
+}
+
+impl UnreachableCause {
+    /// Short words for the message and the log.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            UnreachableCause::Dns => "DNS lookup failed",
+            UnreachableCause::Refused => "connection refused",
+            UnreachableCause::ConnectTimeout => "connection timed out",
+            UnreachableCause::Tls => "TLS handshake failed",
+            UnreachableCause::Closed => "connection closed before a response",
+            UnreachableCause::NotHttp => "the answer was not HTTP; check http versus https",
+            UnreachableCause::Other => "network error",
+        }
+    }
+}
+
 fn timeout_text(phase: TimeoutPhase, secs: u64) -> String {
     match phase {
         TimeoutPhase::FirstByte => {
@@ -63,11 +105,16 @@ fn timeout_text(phase: TimeoutPhase, secs: u64) -> String {
 }
 
 impl LlmError {
-    /// Stable machine code for RUN_ERROR.code: `upstream_http_<status>`, `upstream_timeout`,
-    /// `upstream_unreachable`, `upstream_stream_cut`, `upstream_malformed`, `upstream_error`
-    /// or `upstream_config`.
+    /// Stable machine code for RUN_ERROR.code: `upstream_auth` (401 and 403),
+    /// `upstream_http_<status>` (any other status), `upstream_timeout`, `upstream_unreachable`,
+    /// `upstream_stream_cut`, `upstream_malformed`, `upstream_error` or `upstream_config`.
     pub fn code(&self) -> &'static str {
         match self {
+            // Its own code: the fix is in the configuration (key, deployment, permissions), and
+            // operators alert on it differently from a server that is failing.
+            LlmError::Http {
+                status: 401 | 403, ..
+            } => "upstream_auth",
             LlmError::Http { status, .. } => http_code(*status),
             LlmError::Timeout { .. } => "upstream_timeout",
             LlmError::Unreachable { .. } => "upstream_unreachable",
@@ -98,7 +145,9 @@ impl LlmError {
                 text
             }
             LlmError::Timeout { phase, secs } => timeout_text(*phase, *secs),
-            LlmError::Unreachable { .. } => "could not reach the model server".to_owned(),
+            LlmError::Unreachable { cause, .. } => {
+                format!("could not reach the model server ({})", cause.as_str())
+            }
             LlmError::StreamCut { .. } => {
                 "the model server's reply stopped before it was complete".to_owned()
             }
@@ -148,7 +197,7 @@ fn status_meaning(status: u16) -> &'static str {
         400 => Some("bad request"),
         401 => Some("authentication failed: check the API key"),
         402 => Some("payment required"),
-        403 => Some("access denied"),
+        403 => Some("access denied: check the API key's permissions and the model or deployment"),
         404 => Some("not found: check the base URL and the model or deployment name"),
         408 => Some("request timeout"),
         409 => Some("conflict"),
@@ -285,7 +334,9 @@ mod tests {
             body_prefix: String::new(),
         };
         assert_eq!(http(429).code(), "upstream_http_429");
-        assert_eq!(http(401).code(), "upstream_http_401");
+        assert_eq!(http(401).code(), "upstream_auth");
+        assert_eq!(http(403).code(), "upstream_auth");
+        assert_eq!(http(404).code(), "upstream_http_404");
         assert_eq!(http(503).code(), "upstream_http_503");
         assert_eq!(http(999).code(), "upstream_http_999");
         assert_eq!(http(42).code(), "upstream_http_error");
@@ -298,7 +349,11 @@ mod tests {
             "upstream_timeout"
         );
         assert_eq!(
-            LlmError::Unreachable { detail: "x".into() }.code(),
+            LlmError::Unreachable {
+                cause: UnreachableCause::Dns,
+                detail: "x".into()
+            }
+            .code(),
             "upstream_unreachable"
         );
         assert_eq!(
@@ -350,6 +405,22 @@ mod tests {
         assert_eq!(
             err.public_message(),
             "the model server answered HTTP 401 (authentication failed: check the API key)"
+        );
+    }
+
+    #[test]
+    fn unreachable_messages_name_the_cause_and_nothing_else() {
+        let err = LlmError::Unreachable {
+            cause: UnreachableCause::Tls,
+            detail: "invalid peer certificate: UnknownIssuer (https://10.0.0.5/v1)".into(),
+        };
+        assert_eq!(
+            err.public_message(),
+            "could not reach the model server (TLS handshake failed)"
+        );
+        assert!(
+            err.to_string().contains("UnknownIssuer"),
+            "the log has the detail"
         );
     }
 

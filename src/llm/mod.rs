@@ -32,7 +32,7 @@ use futures_util::stream::BoxStream;
 
 use crate::settings::{LlmProvider, LlmSettings};
 
-pub use error::{LlmError, TimeoutPhase};
+pub use error::{LlmError, TimeoutPhase, UnreachableCause};
 
 /// Decodes the body of an OpenAI-compatible streaming reply (SSE `chat.completion.chunk`s, then
 /// `[DONE]`) into [`LlmEvent`]s, exactly as the HTTP backend does: the tolerant parser, the

@@ -29,7 +29,7 @@ use reqwest::header::{HeaderMap, HeaderName, HeaderValue, ACCEPT, AUTHORIZATION,
 use reqwest::{StatusCode, Url};
 
 use super::chunk::{ChunkParser, StreamDecoder};
-use super::error::{LlmError, Redactor, TimeoutPhase};
+use super::error::{LlmError, Redactor, TimeoutPhase, UnreachableCause};
 use super::{ChatMessage, ChatRequest, LlmEvent, ToolSpec, UserPart};
 use crate::settings::LlmSettings;
 
@@ -428,8 +428,9 @@ impl HttpBackend {
     fn send_failure(&self, error: reqwest::Error) -> Failure {
         let (is_builder, is_connect, is_request) =
             (error.is_builder(), error.is_connect(), error.is_request());
+        let cause = unreachable_cause(&error);
         let detail = self.redactor.redact(&error_chain(&error.without_url()));
-        tracing::warn!(url = %self.log_url, %detail, "could not reach the model server");
+        tracing::warn!(url = %self.log_url, cause = cause.as_str(), %detail, "could not reach the model server");
         if is_builder {
             return Failure {
                 error: LlmError::Config(format!("could not build the request: {detail}")),
@@ -437,12 +438,15 @@ impl HttpBackend {
                 retry_after: None,
             };
         }
-        // Connect, DNS and TLS errors, and a connection closed before any response (a stale
-        // pooled connection): the server never saw the request or never answered, so a retry
-        // cannot double anything.
+        // Connect and DNS errors, and a connection closed before any response (a stale pooled
+        // connection): the server never saw the request or never answered, so a retry cannot
+        // double anything. A failed TLS handshake, or an answer that is not HTTP, is not
+        // retried: a certificate the client rejects, or a port that speaks another protocol,
+        // is the same a second later.
+        let permanent = matches!(cause, UnreachableCause::Tls | UnreachableCause::NotHttp);
         Failure {
-            error: LlmError::Unreachable { detail },
-            retryable: is_connect || is_request,
+            error: LlmError::Unreachable { cause, detail },
+            retryable: (is_connect || is_request) && !permanent,
             retry_after: None,
         }
     }
@@ -661,6 +665,57 @@ pub(crate) fn backoff(attempt: u32, unit: f64) -> Duration {
 fn jitter() -> f64 {
     let bits = (uuid::Uuid::new_v4().as_u128() >> 75) as u64; // 53 random bits
     bits as f64 / (1u64 << 53) as f64
+}
+
+/// Why a request that got no response failed. reqwest says DNS and timeout itself; the rest is
+/// read from the `io::Error`s in the chain, including those wrapped inside another `io::Error`
+/// (which `source()` skips): the TLS layer reports a rejected certificate or a peer that does
+/// not speak TLS as `InvalidData`, and a peer that hangs up mid-handshake as `UnexpectedEof`,
+/// neither of which a plain TCP connect produces.
+fn unreachable_cause(error: &reqwest::Error) -> UnreachableCause {
+    if error.is_dns() {
+        return UnreachableCause::Dns;
+    }
+    if error.is_timeout() {
+        return UnreachableCause::ConnectTimeout;
+    }
+    let mut kinds = Vec::new();
+    let mut not_http = false;
+    let mut pending: Vec<&(dyn std::error::Error + 'static)> = Vec::new();
+    if let Some(source) = std::error::Error::source(error) {
+        pending.push(source);
+    }
+    while let Some(cause) = pending.pop() {
+        if let Some(hyper) = cause.downcast_ref::<hyper::Error>() {
+            not_http |= hyper.is_parse();
+        }
+        if let Some(io) = cause.downcast_ref::<std::io::Error>() {
+            kinds.push(io.kind());
+            if let Some(inner) = io.get_ref() {
+                pending.push(inner);
+            }
+        }
+        if let Some(next) = cause.source() {
+            pending.push(next);
+        }
+    }
+    use std::io::ErrorKind;
+    if kinds.contains(&ErrorKind::ConnectionRefused) {
+        UnreachableCause::Refused
+    } else if not_http {
+        UnreachableCause::NotHttp
+    } else if !error.is_connect() {
+        UnreachableCause::Closed
+    } else if kinds
+        .iter()
+        .any(|kind| matches!(kind, ErrorKind::InvalidData | ErrorKind::UnexpectedEof))
+    {
+        UnreachableCause::Tls
+    } else if kinds.contains(&ErrorKind::TimedOut) {
+        UnreachableCause::ConnectTimeout
+    } else {
+        UnreachableCause::Other
+    }
 }
 
 /// An error with its sources, for logs.
@@ -1317,7 +1372,7 @@ mod tests {
 
         let items = collect(&client, hello_request()).await;
         let error = the_error(&items);
-        assert_eq!(error.code(), "upstream_http_401");
+        assert_eq!(error.code(), "upstream_auth");
         assert_eq!(server.count(), 2);
         let shown = format!("{} {} {error:?}", error.public_message(), error);
         assert!(!shown.contains(KEY), "{shown}");
@@ -1348,7 +1403,10 @@ mod tests {
         assert_eq!(items.len(), 1);
         let error = the_error(&items);
         assert_eq!(error.code(), "upstream_unreachable");
-        assert_eq!(error.public_message(), "could not reach the model server");
+        assert_eq!(
+            error.public_message(),
+            "could not reach the model server (connection refused)"
+        );
         assert!(!error.to_string().contains(KEY));
     }
 

@@ -38,6 +38,11 @@ pub(crate) enum Reply {
     /// `200 text/event-stream` that sends the frames, then aborts the body mid-stream, so the
     /// connection drops with an error (no terminating chunk).
     Cut(Vec<String>),
+    /// `200 text/event-stream` that sends the frames, then neither sends nor closes: a stalled
+    /// stream.
+    Stall(Vec<String>),
+    /// Reads the request and sends no response headers for this long (then a 500).
+    Silent(Duration),
 }
 
 /// What the fake received: enough to assert on the upstream request our app built.
@@ -167,6 +172,15 @@ async fn chat_completions(State(shared): State<Arc<Shared>>, request: Request) -
         Some(Reply::Sse(frames)) => sse_response(&shared, frames, Duration::ZERO, false),
         Some(Reply::SlowSse(frames, delay)) => sse_response(&shared, frames, delay, false),
         Some(Reply::Cut(frames)) => sse_response(&shared, frames, Duration::ZERO, true),
+        Some(Reply::Stall(frames)) => stalling_sse_response(&shared, frames),
+        Some(Reply::Silent(wait)) => {
+            tokio::time::sleep(wait).await;
+            error_response(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                r#"{"error":{"message":"fake LLM: silent too long"}}"#.to_string(),
+                None,
+            )
+        }
     }
 }
 
@@ -272,6 +286,31 @@ fn sse_response(shared: &Arc<Shared>, frames: Vec<String>, delay: Duration, cut:
         }
         None
     });
+    Response::builder()
+        .status(StatusCode::OK)
+        .header(header::CONTENT_TYPE, "text/event-stream")
+        .header(header::CACHE_CONTROL, "no-cache")
+        .body(Body::from_stream(body))
+        .expect("SSE response")
+}
+
+/// The frames, then a body that stays open and silent until the client hangs up (which counts
+/// as a disconnect).
+fn stalling_sse_response(shared: &Arc<Shared>, frames: Vec<String>) -> Response {
+    let guard = DisconnectGuard {
+        shared: shared.clone(),
+        finished: false,
+    };
+    let body = stream::unfold(
+        (VecDeque::from(frames), guard),
+        |(mut frames, guard)| async move {
+            let Some(frame) = frames.pop_front() else {
+                return std::future::pending().await;
+            };
+            let bytes = Bytes::from(format!("data: {frame}\n\n"));
+            Some((Ok::<Bytes, std::io::Error>(bytes), (frames, guard)))
+        },
+    );
     Response::builder()
         .status(StatusCode::OK)
         .header(header::CONTENT_TYPE, "text/event-stream")

@@ -31,4 +31,5 @@ mod server_tools;
 mod shared_state;
 mod shutdown;
 mod upstream_errors;
+mod upstream_network;
 mod upstream_request;

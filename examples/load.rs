@@ -41,6 +41,10 @@ use axum::Router;
 use futures_util::{stream, StreamExt};
 use serde_json::{json, Value};
 
+/// The allocator of the `agui-host` binary, so the memory figures are the server's.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 /// The server's runtime threads, by name (`/proc/.../comm` keeps 15 bytes).
 const SERVER_THREAD: &str = "agui-server";
 
@@ -378,10 +382,13 @@ impl PhaseResult {
             self.peak_streams
         );
         println!(
-            "  run time p50 {:.0} ms, p99 {:.0} ms (of the runs read to the end); wall {:.1} s",
+            "  run time p50 {:.1} ms, p90 {:.1} ms, p99 {:.1} ms (of the runs read to the end); \
+             wall {:.2} s, {:.0} runs/s",
             pct(0.50),
+            pct(0.90),
             pct(0.99),
-            self.wall.as_secs_f64()
+            self.wall.as_secs_f64(),
+            outcome.started as f64 / self.wall.as_secs_f64().max(1e-9)
         );
         println!(
             "  server CPU {:.3} s, {:.2} ms per run",

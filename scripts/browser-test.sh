@@ -8,17 +8,20 @@
 #   AGUI_HOST_BIN=path/to/agui-host scripts/browser-test.sh  # tests that binary, builds nothing
 #
 # Needs cargo, node >= 20, npm (the npm registry, or a warm npm cache) and Chromium: when
-# /usr/bin/chromium (or CHROMIUM_BIN) is missing it is installed from Debian's packages, which
-# needs root. Playwright's own browser download is never used.
+# /usr/bin/chromium (or CHROMIUM_BIN) is missing it is installed from Debian's packages, with an
+# emoji font for the recipe's icons, which needs root. Playwright's own browser download is
+# never used.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 export CHROMIUM_BIN="${CHROMIUM_BIN:-/usr/bin/chromium}"
 if [[ ! -x "$CHROMIUM_BIN" ]]; then
-  echo "==> apt-get install chromium"
-  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
+  echo "==> apt-get install chromium fonts-noto-color-emoji"
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium fonts-noto-color-emoji >/dev/null
 fi
-"$CHROMIUM_BIN" --version
+# (The Debian launcher script warns about /dev/shm on some machines; only the version matters.)
+"$CHROMIUM_BIN" --version 2>/dev/null
 
 if [[ -z "${AGUI_HOST_BIN:-}" ]]; then
   echo "==> cargo build (debug)"
@@ -29,12 +32,21 @@ if [[ -z "${AGUI_HOST_BIN:-}" ]]; then
 fi
 echo "==> server binary: $AGUI_HOST_BIN"
 
-echo "==> npm ci (examples/copilotkit)"
-npm ci --prefix examples/copilotkit --no-audit --no-fund --prefer-offline --loglevel=error
+# npm ci starts from an empty node_modules every time, a minute for CopilotKit's 800 MB; skip
+# it while node_modules was installed from this very lock file.
+example=examples/copilotkit
+stamp="$example/node_modules/.installed-from-lock"
+if [[ -f "$stamp" ]] && cmp -s "$stamp" "$example/package-lock.json"; then
+  echo "==> npm ci (examples/copilotkit): node_modules matches package-lock.json, skipped"
+else
+  echo "==> npm ci (examples/copilotkit)"
+  npm ci --prefix "$example" --no-audit --no-fund --prefer-offline --loglevel=error
+  cp "$example/package-lock.json" "$stamp"
+fi
 
 echo "==> vite build"
-npm run --prefix examples/copilotkit --silent build -- --logLevel warn
+npm run --prefix "$example" --silent build -- --logLevel warn
 
 echo "==> node --test examples/copilotkit/test"
-(cd examples/copilotkit && node --test --test-reporter=spec test/)
-echo "==> screenshots in examples/copilotkit/${ARTIFACTS_DIR:-artifacts}/"
+(cd "$example" && node --test --test-reporter=spec test/)
+echo "==> screenshots in $example/${ARTIFACTS_DIR:-artifacts}/"

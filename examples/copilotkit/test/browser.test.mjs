@@ -249,7 +249,7 @@ describe("CopilotKit example in Chromium", () => {
    * error, or request that leaves loopback.
    */
   async function openPage(t) {
-    const context = await browser.newContext({ viewport: { width: 1280, height: 800 }, deviceScaleFactor: 1 });
+    const context = await browser.newContext({ viewport: { width: 1000, height: 640 }, deviceScaleFactor: 1 });
     const page = await context.newPage();
     const problems = [];
     page.on("pageerror", (error) => problems.push(`pageerror: ${error.stack ?? error}`));

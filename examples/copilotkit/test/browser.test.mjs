@@ -340,7 +340,7 @@ describe("CopilotKit example in Chromium", () => {
     await page.getByTestId("approval-outcome").filter({ hasText: "Approved" }).waitFor();
     // agui-host's confirmation text, then the model's answer after update_recipe ran.
     await page.getByText("Recipe saved.").waitFor();
-    await page.getByText(/The tool returned/).waitFor();
+    await page.getByText("The tool returned: Recipe updated.").waitFor();
     await page.waitForFunction(() => !document.querySelector('[data-testid="copilot-loading-cursor"]'));
     await recipeStatus(page, "saved");
     await expectFullRecipe(page);
@@ -360,7 +360,10 @@ describe("CopilotKit example in Chromium", () => {
     // The snapshot that opens the answer puts the state from before the request back.
     await recipeStatus(page, "discarded");
     await assertText(page.getByTestId("recipe-title"), /No recipe yet/);
+    // The model hears that the person declined; the tool's own answer never comes.
+    await page.getByText(/declined/).waitFor();
     await page.waitForFunction(() => !document.querySelector('[data-testid="copilot-loading-cursor"]'));
+    assert.equal(await page.getByText("Recipe updated.").count(), 0);
     await shot(page, "reject-3-discarded");
 
     assert.deepEqual(problems, []);

@@ -307,6 +307,45 @@ describe("CopilotKit example in Chromium", () => {
   }
 
   /**
+   * The recipe was on screen half-written, and grew, before it was complete, and complete before
+   * the approval card came: predictive state, applied as it streamed. (Each count usually shows
+   * 1, 2, 3 in turn; a busy machine may paint two steps at once, so only growth is required.)
+   */
+  function assertStreamedIn(frames) {
+    const beforeCard = frames.filter((f) => f.card === 0 && f.status === "writing");
+    const why = `frames before the approval card: ${JSON.stringify(beforeCard)}`;
+    for (const key of ["ingredients", "instructions"]) {
+      const counts = beforeCard.map((f) => f[key]);
+      assert.ok(counts.some((n) => n > 0 && n < 3), `${key}: never half-written; ${why}`);
+      assert.ok(counts.every((n, i) => i === 0 || n >= counts[i - 1]), `${key} shrank; ${why}`);
+    }
+    const partial = new Set(
+      beforeCard.filter((f) => f.ingredients < 3 || f.instructions < 3).map((f) => `${f.ingredients}/${f.instructions}`),
+    );
+    assert.ok(partial.size >= 3, `expected the recipe to grow in several steps; ${why}`);
+    assert.ok(
+      beforeCard.some((f) => f.title === "Tacos" && f.ingredients === 3 && f.instructions === 3),
+      `the complete recipe is on screen before the question; ${why}`,
+    );
+  }
+
+  /** Waits for the recipe view to show a status (it follows the card by one render). */
+  async function recipeStatus(page, status) {
+    await page.locator(`[data-testid="recipe"][data-status="${status}"]`).waitFor({ timeout: 5_000 });
+  }
+
+  async function expectFullRecipe(page) {
+    await assertText(page.getByTestId("recipe-title"), /Tacos/);
+    assert.equal(await page.getByTestId("recipe-ingredients").locator("li").count(), 3);
+    assert.equal(await page.getByTestId("recipe-instructions").locator("li").count(), 3);
+  }
+
+  async function assertText(locator, pattern) {
+    const text = await locator.textContent();
+    assert.match(text ?? "", pattern);
+  }
+
+  /**
    * The recipe was on screen half-written, growing one ingredient and one step at a time, and
    * complete, all before the approval card came: predictive state, applied as it streamed.
    */

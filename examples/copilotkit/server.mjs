@@ -12,6 +12,7 @@ import path from "node:path";
 import { fileURLToPath } from "node:url";
 
 // CopilotKit's runtime reports usage to its vendor unless told not to; an example phones nowhere.
+// (Set before the runtime is imported, hence the dynamic imports below.)
 process.env.COPILOTKIT_TELEMETRY_DISABLED ??= "true";
 
 const { HttpAgent } = await import("@ag-ui/client");

@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
-# The whole test suite: the Rust unit and API tests, then the end-to-end tests that drive the
-# server with the real AG-UI clients (see scripts/e2e.sh; needs node >= 20 and npm).
+# The whole test suite: the Rust unit and API tests, the end-to-end tests that drive the server
+# with the real AG-UI clients (see scripts/e2e.sh; needs node >= 20 and npm), then the browser
+# test of the CopilotKit example (see scripts/browser-test.sh; needs Chromium, which it installs
+# from Debian's packages when missing; about 20 s once installed). SKIP_BROWSER_TEST=1 skips
+# the browser test.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -8,3 +11,9 @@ echo "==> cargo test"
 cargo test --locked
 
 scripts/e2e.sh
+
+if [[ -n "${SKIP_BROWSER_TEST:-}" ]]; then
+  echo "==> browser test: skipped (SKIP_BROWSER_TEST is set)"
+else
+  scripts/browser-test.sh
+fi

@@ -1,0 +1,92 @@
+// The example's one origin: the CopilotKit runtime under /api/copilotkit and the built page
+// (dist/) everywhere else, so the browser needs no CORS. The runtime reaches its agent on
+// agui-host through an AG-UI HttpAgent, server side.
+//
+//   AGUI_HOST_URL   agui-host's base URL (default http://127.0.0.1:8080)
+//   AGUI_AGENT      the agui-host route of the agent (default recipe)
+//   PORT, HOST      where this server listens (default 127.0.0.1:3000; PORT=0 picks a free port)
+
+import fs from "node:fs";
+import http from "node:http";
+import path from "node:path";
+import { fileURLToPath } from "node:url";
+
+// CopilotKit's runtime reports usage to its vendor unless told not to; an example phones nowhere.
+// (Set before the runtime is imported, hence the dynamic imports below.)
+process.env.COPILOTKIT_TELEMETRY_DISABLED ??= "true";
+
+const { HttpAgent } = await import("@ag-ui/client");
+const { CopilotRuntime } = await import("@copilotkit/runtime/v2");
+const { createCopilotNodeListener } = await import("@copilotkit/runtime/v2/node");
+
+const HERE = path.dirname(fileURLToPath(import.meta.url));
+const DIST = path.join(HERE, "dist");
+const BASE_PATH = "/api/copilotkit";
+
+const aguiHost = (process.env.AGUI_HOST_URL || "http://127.0.0.1:8080").replace(/\/+$/, "");
+const agentRoute = process.env.AGUI_AGENT || "recipe";
+
+const runtime = new CopilotRuntime({
+  // The page names this agent "recipe"; the runtime clones it for every run.
+  agents: { recipe: new HttpAgent({ url: `${aguiHost}/${agentRoute}` }) },
+});
+const copilotkit = createCopilotNodeListener({ runtime, basePath: BASE_PATH });
+
+const TYPES = {
+  ".html": "text/html; charset=utf-8",
+  ".js": "text/javascript; charset=utf-8",
+  ".css": "text/css; charset=utf-8",
+  ".svg": "image/svg+xml",
+  ".png": "image/png",
+  ".ico": "image/x-icon",
+  ".json": "application/json",
+  ".woff2": "font/woff2",
+};
+
+function serveStatic(req, res) {
+  const url = new URL(req.url, "http://localhost");
+  let file = path.normalize(path.join(DIST, decodeURIComponent(url.pathname)));
+  // Nothing outside dist/, and unknown paths get the page (it has one route).
+  if (!file.startsWith(DIST + path.sep) || !fs.existsSync(file) || fs.statSync(file).isDirectory()) {
+    file = path.join(DIST, "index.html");
+  }
+  if (!fs.existsSync(file)) {
+    res.writeHead(500, { "content-type": "text/plain" });
+    res.end("dist/ is missing: run `npm run build` first\n");
+    return;
+  }
+  res.writeHead(200, {
+    "content-type": TYPES[path.extname(file)] || "application/octet-stream",
+    "cache-control": "no-cache",
+  });
+  fs.createReadStream(file).pipe(res);
+}
+
+const server = http.createServer((req, res) => {
+  const pathname = new URL(req.url, "http://localhost").pathname;
+  if (pathname === BASE_PATH || pathname.startsWith(`${BASE_PATH}/`)) {
+    Promise.resolve(copilotkit(req, res)).catch((error) => {
+      console.error("copilotkit runtime:", error);
+      if (!res.headersSent) res.writeHead(500);
+      res.end();
+    });
+    return;
+  }
+  serveStatic(req, res);
+});
+
+const host = process.env.HOST || "127.0.0.1";
+const port = Number(process.env.PORT ?? 3000);
+server.listen(port, host, () => {
+  const { port: bound } = server.address();
+  // The test reads this line to learn the port.
+  console.log(`copilotkit example on http://${host}:${bound} (agent: ${aguiHost}/${agentRoute})`);
+});
+
+for (const signal of ["SIGINT", "SIGTERM"]) {
+  process.on(signal, () => {
+    server.close();
+    server.closeAllConnections?.();
+    process.exit(0);
+  });
+}

@@ -1,0 +1,197 @@
+import { useCallback, useEffect, useState } from "react";
+import {
+  CopilotChat,
+  CopilotKitProvider,
+  useAgent,
+  useHumanInTheLoop,
+} from "@copilotkit/react-core/v2";
+import { z } from "zod";
+
+const AGENT = "recipe";
+
+export function App() {
+  // Where the latest change stands: null (none yet), "writing" (the recipe is streaming in),
+  // "pending" (waiting for the person), "approved" or "rejected".
+  const [phase, setPhase] = useState(null);
+  const onWriting = useCallback(() => setPhase("writing"), []);
+  return (
+    <CopilotKitProvider runtimeUrl="/api/copilotkit" agentId={AGENT} enableInspector={false}>
+      <ApprovalTool onDecision={setPhase} />
+      <main className="layout">
+        <RecipeView phase={phase} onWriting={onWriting} />
+        <section className="chat" aria-label="Chat">
+          <CopilotChat
+            agentId={AGENT}
+            labels={{
+              chatInputPlaceholder: "Ask for a recipe, e.g. “make me a recipe for tacos”",
+            }}
+          />
+        </section>
+      </main>
+    </CopilotKitProvider>
+  );
+}
+
+/**
+ * The recipe as the shared state holds it. agui-host fills state.recipe while the model is
+ * still writing update_recipe's arguments (predictive state), so this view grows field by field
+ * during the run; the approval settles it: a snapshot either keeps it or puts the old one back.
+ */
+function RecipeView({ phase, onWriting }) {
+  const { agent } = useAgent({ agentId: AGENT });
+  const recipe = agent.state?.recipe;
+
+  useEffect(() => {
+    const { unsubscribe } = agent.subscribe({
+      onToolCallStartEvent: ({ event }) => {
+        if (event.toolCallName === "update_recipe") onWriting();
+      },
+    });
+    return unsubscribe;
+  }, [agent, onWriting]);
+
+  let status;
+  if (!recipe) status = phase === "rejected" ? "discarded" : "empty";
+  else if (phase === "writing") status = "writing";
+  else if (phase === "pending") status = "awaiting approval";
+  else status = "saved";
+
+  return (
+    <section className="recipe" aria-label="Recipe" data-testid="recipe" data-status={status}>
+      <header>
+        <h1 data-testid="recipe-title">{recipe ? recipe.title || "Untitled recipe" : "No recipe yet"}</h1>
+        <span className={`badge badge-${status.replace(/ /g, "-")}`} data-testid="recipe-status">
+          {STATUS_LABELS[status]}
+        </span>
+      </header>
+      {recipe ? (
+        <>
+          <dl className="facts">
+            <div>
+              <dt>Skill level</dt>
+              <dd data-testid="recipe-skill">{recipe.skill_level ?? "…"}</dd>
+            </div>
+            <div>
+              <dt>Cooking time</dt>
+              <dd data-testid="recipe-time">{recipe.cooking_time ?? "…"}</dd>
+            </div>
+            {recipe.special_preferences?.length ? (
+              <div>
+                <dt>Preferences</dt>
+                <dd>{recipe.special_preferences.join(", ")}</dd>
+              </div>
+            ) : null}
+          </dl>
+          <h2>Ingredients</h2>
+          <ul className="ingredients" data-testid="recipe-ingredients">
+            {(recipe.ingredients ?? []).map((item, i) => (
+              <li key={i}>
+                <span className="icon">{item?.icon ?? ""}</span>
+                <span className="name">{item?.name ?? "…"}</span>
+                <span className="amount">{item?.amount ?? ""}</span>
+              </li>
+            ))}
+          </ul>
+          <h2>Instructions</h2>
+          <ol className="instructions" data-testid="recipe-instructions">
+            {(recipe.instructions ?? []).map((step, i) => (
+              <li key={i}>{step}</li>
+            ))}
+          </ol>
+        </>
+      ) : (
+        <p className="hint">
+          Ask the assistant on the right for a recipe. It fills in here while the agent writes
+          it, and is saved once you approve.
+        </p>
+      )}
+    </section>
+  );
+}
+
+const STATUS_LABELS = {
+  empty: "Empty",
+  writing: "Writing…",
+  "awaiting approval": "Awaiting approval",
+  saved: "Saved",
+  discarded: "Discarded",
+};
+
+/**
+ * agui-host asks CopilotKit's client (AG-UI 0.x) for approval with a `request_approval` tool
+ * call: {toolCallId, toolName, arguments, message, allowEdit}. The page renders it as a card in
+ * the chat and answers {approved}; CopilotKit sends the answer as the tool's result in the next
+ * run, which agui-host turns into the decision (the call itself never reaches the model).
+ */
+function ApprovalTool({ onDecision }) {
+  useHumanInTheLoop(
+    {
+      name: "request_approval",
+      description: "Asks the person to approve a change before it is saved.",
+      parameters: z.object({
+        toolCallId: z.string(),
+        toolName: z.string(),
+        arguments: z.record(z.string(), z.unknown()),
+        message: z.string(),
+        allowEdit: z.boolean(),
+      }),
+      render: (props) => <ApprovalCard {...props} onDecision={onDecision} />,
+    },
+    [onDecision],
+  );
+  return null;
+}
+
+function ApprovalCard({ args, status, respond, result, onDecision }) {
+  const [answer, setAnswer] = useState(null);
+  const waiting = status === "executing" && answer === null;
+  useEffect(() => {
+    if (waiting) onDecision("pending");
+  }, [waiting, onDecision]);
+
+  const decided = answer ?? decisionOf(result);
+  const decide = (approved) => {
+    setAnswer(approved ? "approved" : "rejected");
+    onDecision(approved ? "approved" : "rejected");
+    respond?.({ approved });
+  };
+  const recipe = args?.arguments?.recipe;
+
+  return (
+    <div className="approval" data-testid="approval-card" data-decision={decided ?? "pending"}>
+      <p className="approval-question">{args?.message ?? "Approve this change?"}</p>
+      {recipe?.title ? (
+        <p className="approval-detail">
+          {recipe.title}: {recipe.ingredients?.length ?? 0} ingredients,{" "}
+          {recipe.instructions?.length ?? 0} steps
+        </p>
+      ) : null}
+      {decided ? (
+        <p className={`approval-outcome approval-${decided}`} data-testid="approval-outcome">
+          {decided === "approved" ? "Approved" : "Rejected"}
+        </p>
+      ) : (
+        <div className="approval-buttons">
+          <button type="button" className="approve" disabled={!waiting} onClick={() => decide(true)}>
+            Approve
+          </button>
+          <button type="button" className="reject" disabled={!waiting} onClick={() => decide(false)}>
+            Reject
+          </button>
+        </div>
+      )}
+    </div>
+  );
+}
+
+/** The decision read back from a tool result, for cards rendered from history. */
+function decisionOf(result) {
+  if (result === undefined || result === null) return null;
+  try {
+    const value = typeof result === "string" ? JSON.parse(result) : result;
+    const approved = value?.approved ?? value?.accepted;
+    return approved === true ? "approved" : approved === false ? "rejected" : null;
+  } catch {
+    return null;
+  }
+}

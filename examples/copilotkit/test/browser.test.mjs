@@ -1,0 +1,410 @@
+// The browser test of the CopilotKit example: Debian's Chromium, driven by playwright-core,
+// opens the page served by server.mjs, whose CopilotKit runtime reaches the recipe agent on a
+// real agui-host (offline model, examples/copilotkit/agent.toml). It types a request, sees the
+// recipe fill in while the tool call streams (predictive state), answers the approval card, and
+// checks what each answer does. Screenshots go to artifacts/ (ARTIFACTS_DIR).
+//
+//   AGUI_HOST_BIN   the agui-host binary (default: target/debug/agui-host of the repository)
+//   CHROMIUM_BIN    the browser (default /usr/bin/chromium)
+//
+// scripts/browser-test.sh builds the page and the binary first, then runs this.
+
+import { spawn } from "node:child_process";
+import fs from "node:fs";
+import http from "node:http";
+import net from "node:net";
+import path from "node:path";
+import { after, before, describe, test } from "node:test";
+import assert from "node:assert/strict";
+import { fileURLToPath } from "node:url";
+
+import { chromium } from "playwright-core";
+
+const EXAMPLE_DIR = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
+const REPO_ROOT = path.resolve(EXAMPLE_DIR, "..", "..");
+const ARTIFACTS = path.resolve(EXAMPLE_DIR, process.env.ARTIFACTS_DIR || "artifacts");
+const AGENT_TOML = path.join(EXAMPLE_DIR, "agent.toml");
+const PROMPT = "make me a recipe for tacos";
+
+// Chromium as the machine's closed network needs it: no sandbox (tests run as root), and none
+// of the background connections (updates, sync, QUIC probes) that would only be refused.
+const CHROMIUM_ARGS = [
+  "--no-sandbox",
+  "--disable-gpu",
+  "--disable-quic",
+  "--no-first-run",
+  "--disable-background-networking",
+  "--disable-component-update",
+  "--disable-sync",
+];
+
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+const children = new Set();
+process.on("exit", () => {
+  for (const child of children) child.kill("SIGKILL");
+});
+
+async function freePort() {
+  const server = net.createServer();
+  await new Promise((resolve, reject) => {
+    server.once("error", reject);
+    server.listen(0, "127.0.0.1", resolve);
+  });
+  const { port } = server.address();
+  await new Promise((resolve) => server.close(resolve));
+  return port;
+}
+
+/** Starts a child process; resolves once `ready(output)` holds, rejects if it exits first. */
+function startProcess(name, command, args, { env, cwd, ready, timeoutMs = 30_000 }) {
+  const child = spawn(command, args, { cwd, env, stdio: ["ignore", "pipe", "pipe"] });
+  children.add(child);
+  let output = "";
+  const log = () => output;
+  const exited = new Promise((resolve) => child.once("exit", (code, signal) => {
+    children.delete(child);
+    resolve({ code, signal });
+  }));
+  const started = new Promise((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`${name} did not start:\n${output}`)), timeoutMs);
+    const check = async (data) => {
+      output += data;
+      const value = await ready(output);
+      if (value !== undefined) {
+        clearTimeout(timer);
+        resolve(value);
+      }
+    };
+    child.stdout.on("data", check);
+    child.stderr.on("data", check);
+    exited.then((status) => {
+      clearTimeout(timer);
+      reject(new Error(`${name} exited (${JSON.stringify(status)}):\n${output}`));
+    });
+  });
+  const stop = async () => {
+    if (child.exitCode === null && child.signalCode === null) {
+      child.kill("SIGTERM");
+      const timer = setTimeout(() => child.kill("SIGKILL"), 5_000);
+      await exited;
+      clearTimeout(timer);
+    }
+  };
+  return { started, stop, log };
+}
+
+/** agui-host with the example's agent and the offline model: nothing of the caller's setup. */
+async function startAguiHost() {
+  const bin = path.resolve(REPO_ROOT, process.env.AGUI_HOST_BIN || "target/debug/agui-host");
+  if (!fs.existsSync(bin)) {
+    throw new Error(`agui-host binary ${bin} not found: run scripts/browser-test.sh, or set AGUI_HOST_BIN`);
+  }
+  const env = {};
+  for (const [k, v] of Object.entries(process.env)) {
+    if (k.startsWith("OPENAI_") || k.startsWith("APP_") || k === "HOST" || k === "PORT") continue;
+    env[k] = v;
+  }
+  const port = await freePort();
+  Object.assign(env, { HOST: "127.0.0.1", PORT: String(port), APP_CONFIG_FILE: AGENT_TOML });
+  const url = `http://127.0.0.1:${port}`;
+  const proc = startProcess("agui-host", bin, [], {
+    env,
+    cwd: REPO_ROOT,
+    ready: (output) => (/agui-host listening/.test(output) ? url : undefined),
+  });
+  await proc.started;
+  const deadline = Date.now() + 10_000;
+  while (!(await healthy(url))) {
+    if (Date.now() > deadline) throw new Error(`agui-host is not healthy:\n${proc.log()}`);
+    await sleep(100);
+  }
+  return { url, ...proc };
+}
+
+async function healthy(url) {
+  try {
+    const res = await fetch(`${url}/health`);
+    return res.ok;
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * A model writes a recipe over seconds; the offline model at once, so the whole stream would
+ * reach the page in one piece. This proxy between the runtime and agui-host passes the stream
+ * on one event every `delayMs`, as a real model would pace it, so the page can show (and the
+ * test can see) the recipe filling in.
+ */
+async function startPacingProxy(target, delayMs) {
+  const server = http.createServer(async (req, res) => {
+    try {
+      const chunks = [];
+      for await (const chunk of req) chunks.push(chunk);
+      const headers = { ...req.headers };
+      for (const h of ["host", "connection", "content-length", "transfer-encoding"]) delete headers[h];
+      const upstream = await fetch(`${target}${req.url}`, {
+        method: req.method,
+        headers,
+        body: chunks.length ? Buffer.concat(chunks) : undefined,
+      });
+      const out = {};
+      upstream.headers.forEach((value, key) => {
+        if (!["content-length", "content-encoding", "transfer-encoding", "connection"].includes(key)) out[key] = value;
+      });
+      res.writeHead(upstream.status, out);
+      if (!upstream.body) return res.end();
+      const decoder = new TextDecoder();
+      let pending = "";
+      for await (const chunk of upstream.body) {
+        pending += decoder.decode(chunk, { stream: true });
+        let end;
+        while ((end = pending.indexOf("\n\n")) >= 0) {
+          res.write(pending.slice(0, end + 2));
+          pending = pending.slice(end + 2);
+          await sleep(delayMs);
+        }
+      }
+      res.end(pending);
+    } catch (error) {
+      if (!res.headersSent) res.writeHead(502);
+      res.end(String(error));
+    }
+  });
+  await new Promise((resolve) => server.listen(0, "127.0.0.1", resolve));
+  return {
+    url: `http://127.0.0.1:${server.address().port}`,
+    stop: () => new Promise((resolve) => {
+      server.closeAllConnections();
+      server.close(resolve);
+    }),
+  };
+}
+
+async function startExampleServer(aguiHostUrl) {
+  const env = { ...process.env, PORT: "0", HOST: "127.0.0.1", AGUI_HOST_URL: aguiHostUrl };
+  const proc = startProcess("server.mjs", process.execPath, ["server.mjs"], {
+    env,
+    cwd: EXAMPLE_DIR,
+    ready: (output) => output.match(/copilotkit example on (http:\/\/\S+)/)?.[1],
+  });
+  const url = await proc.started;
+  return { url, ...proc };
+}
+
+/**
+ * Records what the recipe view shows after every DOM change, so the test can tell that the
+ * recipe was on screen half-written before the approval card came.
+ */
+function recordRecipeFrames() {
+  window.__frames = [];
+  const text = (id) => document.querySelector(`[data-testid="${id}"]`)?.textContent ?? "";
+  const count = (id) => document.querySelectorAll(`[data-testid="${id}"] > li`).length;
+  const snap = () => {
+    const frame = {
+      status: document.querySelector('[data-testid="recipe"]')?.dataset.status ?? "",
+      title: text("recipe-title"),
+      ingredients: count("recipe-ingredients"),
+      instructions: count("recipe-instructions"),
+      instructionsText: text("recipe-instructions").length,
+      card: document.querySelectorAll('[data-testid="approval-card"]').length,
+    };
+    const last = window.__frames.at(-1);
+    if (!last || JSON.stringify(last) !== JSON.stringify(frame)) window.__frames.push(frame);
+  };
+  new MutationObserver(snap).observe(document, { subtree: true, childList: true, characterData: true, attributes: true });
+}
+
+describe("CopilotKit example in Chromium", () => {
+  let aguiHost;
+  let proxy;
+  let example;
+  let browser;
+
+  before(async () => {
+    fs.mkdirSync(ARTIFACTS, { recursive: true });
+    aguiHost = await startAguiHost();
+    proxy = await startPacingProxy(aguiHost.url, 40);
+    example = await startExampleServer(proxy.url);
+    // playwright-core starts the browser with a fresh temporary profile (--user-data-dir).
+    browser = await chromium.launch({
+      executablePath: process.env.CHROMIUM_BIN || "/usr/bin/chromium",
+      headless: true,
+      args: CHROMIUM_ARGS,
+    });
+  });
+
+  after(async () => {
+    await browser?.close();
+    await example?.stop();
+    await proxy?.stop();
+    await aguiHost?.stop();
+    if (process.env.VERBOSE) {
+      console.log(`--- agui-host log\n${aguiHost?.log()}\n--- server.mjs log\n${example?.log()}`);
+    }
+  });
+
+  /**
+   * A fresh page (its own CopilotKit thread) that fails the test on any page error, console
+   * error, or request that leaves loopback.
+   */
+  async function openPage(t) {
+    const context = await browser.newContext({ viewport: { width: 1000, height: 640 }, deviceScaleFactor: 1 });
+    const page = await context.newPage();
+    const problems = [];
+    page.on("pageerror", (error) => problems.push(`pageerror: ${error.stack ?? error}`));
+    page.on("console", (msg) => {
+      if (msg.type() === "error") problems.push(`console.error: ${msg.text()}`);
+    });
+    page.on("request", (req) => {
+      const { hostname } = new URL(req.url());
+      if (!["127.0.0.1", "localhost"].includes(hostname) && !req.url().startsWith("data:")) {
+        problems.push(`request off loopback: ${req.method()} ${req.url()}`);
+      }
+    });
+    await page.addInitScript(recordRecipeFrames);
+    t.after(async () => {
+      await context.close();
+    });
+    await page.goto(example.url);
+    await page.getByTestId("copilot-chat-textarea").waitFor();
+    return { page, problems };
+  }
+
+  async function shot(page, name) {
+    await page.screenshot({ path: path.join(ARTIFACTS, `${name}.png`) });
+  }
+
+  /** Types the request and waits for the approval card; returns the frames seen until then. */
+  async function askForRecipe(page, name) {
+    await page.getByTestId("copilot-chat-textarea").fill(PROMPT);
+    await page.getByTestId("copilot-chat-textarea").press("Enter");
+
+    // Some ingredients are on screen, the rest of the recipe is still to come.
+    await page.waitForFunction(() => window.__frames.some((f) => f.status === "writing" && f.ingredients >= 2));
+    await shot(page, `${name}-1-filling-in`);
+
+    const card = page.getByTestId("approval-card");
+    await card.getByRole("button", { name: "Approve" }).waitFor({ timeout: 30_000 });
+    await shot(page, `${name}-2-approval`);
+    return page.evaluate(() => window.__frames);
+  }
+
+  /** Waits for the recipe view to show a status (it follows the card by one render). */
+  async function recipeStatus(page, status) {
+    await page.locator(`[data-testid="recipe"][data-status="${status}"]`).waitFor({ timeout: 5_000 });
+  }
+
+  async function expectFullRecipe(page) {
+    await assertText(page.getByTestId("recipe-title"), /Tacos/);
+    assert.equal(await page.getByTestId("recipe-ingredients").locator("li").count(), 3);
+    assert.equal(await page.getByTestId("recipe-instructions").locator("li").count(), 3);
+  }
+
+  async function assertText(locator, pattern) {
+    const text = await locator.textContent();
+    assert.match(text ?? "", pattern);
+  }
+
+  /**
+   * The recipe was on screen half-written, and grew, before it was complete, and complete before
+   * the approval card came: predictive state, applied as it streamed. (Each count usually shows
+   * 1, 2, 3 in turn; a busy machine may paint two steps at once, so only growth is required.)
+   */
+  function assertStreamedIn(frames) {
+    const beforeCard = frames.filter((f) => f.card === 0 && f.status === "writing");
+    const why = `frames before the approval card: ${JSON.stringify(beforeCard)}`;
+    for (const key of ["ingredients", "instructions"]) {
+      const counts = beforeCard.map((f) => f[key]);
+      assert.ok(counts.some((n) => n > 0 && n < 3), `${key}: never half-written; ${why}`);
+      assert.ok(counts.every((n, i) => i === 0 || n >= counts[i - 1]), `${key} shrank; ${why}`);
+    }
+    const partial = new Set(
+      beforeCard.filter((f) => f.ingredients < 3 || f.instructions < 3).map((f) => `${f.ingredients}/${f.instructions}`),
+    );
+    assert.ok(partial.size >= 3, `expected the recipe to grow in several steps; ${why}`);
+    assert.ok(
+      beforeCard.some((f) => f.title === "Tacos" && f.ingredients === 3 && f.instructions === 3),
+      `the complete recipe is on screen before the question; ${why}`,
+    );
+  }
+
+  /** Waits for the recipe view to show a status (it follows the card by one render). */
+  async function recipeStatus(page, status) {
+    await page.locator(`[data-testid="recipe"][data-status="${status}"]`).waitFor({ timeout: 5_000 });
+  }
+
+  async function expectFullRecipe(page) {
+    await assertText(page.getByTestId("recipe-title"), /Tacos/);
+    assert.equal(await page.getByTestId("recipe-ingredients").locator("li").count(), 3);
+    assert.equal(await page.getByTestId("recipe-instructions").locator("li").count(), 3);
+  }
+
+  async function assertText(locator, pattern) {
+    const text = await locator.textContent();
+    assert.match(text ?? "", pattern);
+  }
+
+  /**
+   * The recipe was on screen half-written, growing one ingredient and one step at a time, and
+   * complete, all before the approval card came: predictive state, applied as it streamed.
+   */
+  function assertStreamedIn(frames) {
+    const beforeCard = frames.filter((f) => f.card === 0 && f.status === "writing");
+    const seen = (key) => beforeCard.map((f) => f[key]);
+    const why = `frames before the approval card: ${JSON.stringify(beforeCard)}`;
+    for (const key of ["ingredients", "instructions"]) {
+      const counts = seen(key);
+      for (const n of [1, 2, 3]) assert.ok(counts.includes(n), `${key}: never showed ${n}; ${why}`);
+      assert.ok(counts.every((n, i) => i === 0 || n >= counts[i - 1]), `${key} shrank; ${why}`);
+    }
+    assert.ok(
+      beforeCard.some((f) => f.title === "Tacos" && f.ingredients === 3 && f.instructions === 3),
+      `the complete recipe is on screen before the question; ${why}`,
+    );
+  }
+
+  test("approve: the predicted recipe is committed and update_recipe runs", async (t) => {
+    const { page, problems } = await openPage(t);
+    await shot(page, "0-empty");
+    const frames = await askForRecipe(page, "approve");
+    assertStreamedIn(frames);
+    if (process.env.VERBOSE) console.log(frames);
+
+    await assertText(page.getByTestId("approval-card"), /Save this recipe\?/);
+    await recipeStatus(page, "awaiting approval");
+    await expectFullRecipe(page);
+
+    await page.getByTestId("approval-card").getByRole("button", { name: "Approve" }).click();
+    await page.getByTestId("approval-outcome").filter({ hasText: "Approved" }).waitFor();
+    // agui-host's confirmation text, then the model's answer after update_recipe ran.
+    await page.getByText("Recipe saved.").waitFor();
+    await page.getByText("The tool returned: Recipe updated.").waitFor();
+    await page.waitForFunction(() => !document.querySelector('[data-testid="copilot-loading-cursor"]'));
+    await recipeStatus(page, "saved");
+    await expectFullRecipe(page);
+    await shot(page, "approve-3-saved");
+
+    assert.deepEqual(problems, []);
+  });
+
+  test("reject: the prediction is taken back and update_recipe never runs", async (t) => {
+    const { page, problems } = await openPage(t);
+    const frames = await askForRecipe(page, "reject");
+    assertStreamedIn(frames);
+
+    await page.getByTestId("approval-card").getByRole("button", { name: "Reject" }).click();
+    await page.getByTestId("approval-outcome").filter({ hasText: "Rejected" }).waitFor();
+    await page.getByText("Recipe discarded.").waitFor();
+    // The snapshot that opens the answer puts the state from before the request back.
+    await recipeStatus(page, "discarded");
+    await assertText(page.getByTestId("recipe-title"), /No recipe yet/);
+    // The model hears that the person declined; the tool's own answer never comes.
+    await page.getByText(/declined/).waitFor();
+    await page.waitForFunction(() => !document.querySelector('[data-testid="copilot-loading-cursor"]'));
+    assert.equal(await page.getByText("Recipe updated.").count(), 0);
+    await shot(page, "reject-3-discarded");
+
+    assert.deepEqual(problems, []);
+  });
+});

@@ -10,6 +10,14 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use agui_host::{telemetry, App, Settings};
 
+/// mimalloc rather than the system allocator: every run allocates and frees many buffers of a
+/// few kilobytes on two threads, and glibc's arenas kept that memory after load (the RSS of a
+/// soak stepped up by megabytes every few minutes and never came down), while mimalloc returns
+/// it and holds the RSS flat (`cargo run --release --example load -- --soak-secs 300`). Only the
+/// binary sets it: an embedding application chooses its own allocator.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 const USAGE: &str = "\
 agui-host: an AG-UI host for LLM agents
 

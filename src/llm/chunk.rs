@@ -714,8 +714,10 @@ mod fast {
         index: Option<u64>,
         #[serde(default)]
         delta: Option<Delta>,
+        /// Boxed: only a non-streaming reply has it, and serde moves every choice a few times
+        /// while building it, so a smaller `Choice` is a cheaper one.
         #[serde(default)]
-        message: Option<Delta>,
+        message: Option<Box<Delta>>,
         #[serde(default)]
         finish_reason: Option<String>,
     }
@@ -798,7 +800,7 @@ mod fast {
             WireChoice {
                 index: choice.index,
                 delta: choice.delta.map(Into::into),
-                message: choice.message.map(Into::into),
+                message: choice.message.map(|message| (*message).into()),
                 finish_reason: choice.finish_reason,
             }
         }

@@ -57,9 +57,10 @@ impl SseDecoder {
         let mut line_start = 0;
         let mut search_from = self.scanned;
         let mut waiting_on_cr = false;
+        // memchr's vectorized search: every byte of every reply passes through this scan.
         while let Some(offset) = buf
             .get(search_from..)
-            .and_then(|rest| rest.iter().position(|&b| b == b'\n' || b == b'\r'))
+            .and_then(|rest| memchr::memchr2(b'\n', b'\r', rest))
         {
             let at = search_from + offset;
             let terminator_len = match (buf.get(at), buf.get(at + 1)) {

@@ -1,7 +1,8 @@
 //! Predictive state: a configured tool's arguments, streamed by the model in small fragments,
 //! reach the client as `STATE_DELTA`s while they arrive, each applicable in order by an RFC 6902
-//! implementation (the reference client drops a failing patch silently), and end in one
-//! authoritative `STATE_SNAPSHOT`.
+//! implementation (the reference client drops a failing patch silently), and bring the client to
+//! the final values by themselves: a `STATE_SNAPSHOT` follows only when a delta was held back or
+//! the arguments turned out invalid.
 
 use agui_host::settings::{PredictStateRule, Settings};
 use serde_json::{json, Value};
@@ -123,13 +124,9 @@ async fn a_recipe_streams_as_state_deltas_while_its_arguments_arrive() {
         "only {streaming} deltas while the arguments stream"
     );
     let states = client_states(&initial, &events);
-    let snapshot = the(&events, "STATE_SNAPSHOT");
-    assert_eq!(snapshot["snapshot"], expected);
-    let snapshot_at = events.iter().position(|e| e == snapshot).unwrap();
-    assert!(snapshot_at > position(&events, "TOOL_CALL_RESULT", "call_r"));
-    // The deltas alone already brought the client to the final state.
-    let before_snapshot = states.iter().rev().find(|(i, _)| *i < snapshot_at);
-    assert_eq!(before_snapshot.map(|(_, s)| s), Some(&expected));
+    // The deltas alone bring the client to the final state; no snapshot repeats it.
+    assert!(of_type(&events, "STATE_SNAPSHOT").is_empty());
+    assert_eq!(states.last().map(|(_, s)| s), Some(&expected));
     // The client saw the recipe grow: ingredients appeared one by one.
     let counts: Vec<usize> = states
         .iter()
@@ -170,7 +167,7 @@ async fn escaped_quotes_unicode_and_numbers_survive() {
     let expected = json!({"recipe": parsed["recipe"]});
     let states = client_states(&json!({}), &events);
     assert_eq!(states.last().unwrap().1, expected);
-    assert_eq!(the(&events, "STATE_SNAPSHOT")["snapshot"], expected);
+    assert!(of_type(&events, "STATE_SNAPSHOT").is_empty());
     // Mid-stream values are never corrupted: each title sent is a prefix of the final title
     // (an escaped quote does not cut it, a backslash does not leak), and numbers appear whole.
     let title = parsed["recipe"]["title"].as_str().unwrap();
@@ -223,17 +220,13 @@ async fn the_whole_arguments_stream_with_a_star_for_a_client_tool() {
         delta_ops(&events)[0],
         json!({"op": "add", "path": "/draft", "value": {}})
     );
-    let snapshot = the(&events, "STATE_SNAPSHOT");
-    assert_eq!(
-        events[end + 1],
-        *snapshot,
-        "a client tool's snapshot comes at its end"
+    assert!(
+        of_type(&events, "STATE_SNAPSHOT").is_empty(),
+        "the deltas got the client there by the call's end"
     );
-    assert_eq!(snapshot["snapshot"], expected);
-    assert_eq!(
-        client_states(&json!({}), &events).last().unwrap().1,
-        expected
-    );
+    let states = client_states(&json!({}), &events);
+    assert!(states.iter().all(|(i, _)| *i < end));
+    assert_eq!(states.last().unwrap().1, expected);
     assert_eq!(
         last(&events)["outcome"],
         json!({"type": "success", "pendingToolCallIds": ["call_d"]})
@@ -297,7 +290,10 @@ async fn two_parallel_predictive_calls_do_not_mix() {
             );
         }
     }
-    assert_eq!(of_type(&events, "STATE_SNAPSHOT").len(), 2, "one per call");
+    assert!(
+        of_type(&events, "STATE_SNAPSHOT").is_empty(),
+        "each call's deltas set its final values"
+    );
 }
 
 #[tokio::test]
@@ -364,7 +360,7 @@ async fn a_key_absent_from_the_client_state_is_added_and_other_keys_are_kept() {
     let expected =
         json!({"theme": {"dark": true}, "steps": ["outline"], "document": document["document"]});
     assert_eq!(client_states(&initial, &events).last().unwrap().1, expected);
-    assert_eq!(the(&events, "STATE_SNAPSHOT")["snapshot"], expected);
+    assert!(of_type(&events, "STATE_SNAPSHOT").is_empty());
 }
 
 /// Streams `arguments` for `update_recipe` against a recipe state and checks that the client's

@@ -17,10 +17,12 @@
 //! - A state key streams from one call at a time (the first to start); another call of a tool
 //!   writing the same key still sets it with its snapshot.
 //! - At `TOOL_CALL_END` the arguments are complete. After the tool's `TOOL_CALL_RESULT` (server
-//!   tools), or right away for a client tool (one named in the request's `tools`), one
-//!   authoritative `STATE_SNAPSHOT` of the view with the final values. If the arguments are not
-//!   valid JSON, or a server tool's schema refuses them (so it will not run), a snapshot
-//!   restores the keys the call had streamed to their values before it, at once;
+//!   tools), or right away for a client tool (one named in the request's `tools`), the final
+//!   values go into the view; a `STATE_SNAPSHOT` of it follows only when that changed what the
+//!   client holds (a delta was held back), since the deltas normally got there already and
+//!   repeating the state would only cost bytes. If the arguments are not valid JSON, or a
+//!   server tool's schema refuses them (so it will not run), a snapshot restores the keys the
+//!   call had streamed to their values before it, at once;
 //!   reporting the tool error is the chat agent's business. A call the stream leaves unfinished
 //!   is restored the same way when the run ends.
 //!
@@ -243,8 +245,8 @@ impl UpdateMapper for PredictiveMapper {
                 let id = result.tool_call_id.clone();
                 out.push(EventBody::ToolCallResult(result).into());
                 if self.calls.get(&id).is_some_and(|c| c.outcome.is_some()) {
-                    self.settle(&id);
-                    out.push(self.snapshot());
+                    let changed = self.settle(&id);
+                    out.extend(self.snapshot_if(changed));
                 }
             }
             other => out.push(other.into()),
@@ -256,11 +258,12 @@ impl UpdateMapper for PredictiveMapper {
         // Calls whose result never came (the run ended with client calls pending), or whose
         // arguments never ended: settle them all with one snapshot.
         let ids: Vec<String> = self.calls.keys().cloned().collect();
+        let mut changed = false;
         for id in &ids {
-            self.settle(id);
+            changed |= self.settle(id);
         }
         if !ids.is_empty() {
-            out.push(self.snapshot());
+            out.extend(self.snapshot_if(changed));
         }
         Ok(())
     }
@@ -390,34 +393,53 @@ impl PredictiveMapper {
                 tracing::debug!(tool_call_id = %id, %error, "predictive tool call with invalid arguments: its state is restored");
             }
         }
-        self.settle(id);
-        out.push(self.snapshot());
+        let changed = self.settle(id);
+        out.extend(self.snapshot_if(changed));
     }
 
     /// Puts a call's final values in the view (or, without them, restores what it streamed)
-    /// and forgets the call.
-    fn settle(&mut self, id: &str) {
+    /// and forgets the call. True when that changed the view: when the deltas already brought
+    /// the client to the final values (the usual case), no snapshot needs to repeat them.
+    fn settle(&mut self, id: &str) -> bool {
         let Some(call) = self.calls.remove(id) else {
-            return;
+            return false;
         };
         self.owners.retain(|_, owner| owner != id);
+        let mut changed = false;
         if !self.view.is_object() {
             self.view = Value::Object(Map::new());
+            changed = true;
         }
         let Value::Object(view) = &mut self.view else {
-            return;
+            return changed;
         };
         match call.outcome {
-            Some(values) => view.extend(values),
+            Some(values) => {
+                for (key, value) in values {
+                    if view.get(&key) != Some(&value) {
+                        view.insert(key, value);
+                        changed = true;
+                    }
+                }
+            }
             None => {
                 for (key, value) in call.before {
-                    match value {
-                        Some(value) => view.insert(key, value),
-                        None => view.remove(&key),
-                    };
+                    if view.get(&key) != value.as_ref() {
+                        match value {
+                            Some(value) => view.insert(key, value),
+                            None => view.remove(&key),
+                        };
+                        changed = true;
+                    }
                 }
             }
         }
+        changed
+    }
+
+    /// A snapshot of the view unless the client already holds it.
+    fn snapshot_if(&mut self, changed: bool) -> Option<AgentUpdate> {
+        (changed || !self.synced).then(|| self.snapshot())
     }
 
     /// A snapshot of the view, after which the client is known to hold it.
@@ -565,7 +587,7 @@ mod tests {
     const RECIPE: &str = r#"{"recipe": {"title": "Lemon pasta with black pepper", "servings": 4, "ingredients": [{"name": "spaghetti", "amount": "400 g"}, {"name": "lemon \"Amalfi\"", "amount": "2"}]}}"#;
 
     #[tokio::test]
-    async fn a_server_tool_streams_deltas_then_one_snapshot_after_its_result() {
+    async fn a_server_tool_streams_deltas_and_no_snapshot_repeats_them() {
         let mut script = call("c1", "update_recipe", RECIPE, 5);
         script.push(result("c1"));
         let initial = json!({"other": 1});
@@ -590,17 +612,16 @@ mod tests {
         assert!(deltas
             .iter()
             .all(|&i| kind(&out[i - 1]) == "TOOL_CALL_ARGS"));
-        // One snapshot, last, after the result; and the deltas already got the client there.
+        // The deltas got the client to the final values: no snapshot repeats the state.
         let arguments: Value = serde_json::from_str(RECIPE).unwrap();
         let expected = json!({"other": 1, "recipe": arguments["recipe"]});
-        assert_eq!(snapshots(&out), vec![(out.len() - 1, expected.clone())]);
-        assert_eq!(kind(&out[out.len() - 2]), "TOOL_CALL_RESULT");
-        let before_snapshot = &out[..out.len() - 1];
-        assert_eq!(client_state(initial, before_snapshot), expected);
+        assert_eq!(snapshots(&out), vec![]);
+        assert_eq!(kind(&out[out.len() - 1]), "TOOL_CALL_RESULT");
+        assert_eq!(client_state(initial, &out), expected);
     }
 
     #[tokio::test]
-    async fn a_client_tool_gets_its_snapshot_at_its_end() {
+    async fn a_client_tool_ends_with_the_deltas_and_no_snapshot() {
         let mut request = request(Some(json!({})));
         request.tools = vec![serde_json::from_value(json!({"name": "write_document"})).unwrap()];
         let out = run(
@@ -614,15 +635,13 @@ mod tests {
             request,
         )
         .await;
-        assert_eq!(kind(&out[out.len() - 2]), "TOOL_CALL_END");
-        assert_eq!(
-            snapshots(&out),
-            vec![(
-                out.len() - 1,
-                json!({"document": "A long document, written slowly."})
-            )]
-        );
+        assert_eq!(kind(&out[out.len() - 1]), "TOOL_CALL_END");
+        assert_eq!(snapshots(&out), vec![]);
         assert!(out.iter().any(|u| kind(u) == "STATE_DELTA"));
+        assert_eq!(
+            client_state(json!({}), &out),
+            json!({"document": "A long document, written slowly."})
+        );
     }
 
     #[tokio::test]
@@ -698,14 +717,13 @@ mod tests {
         let snapshots = snapshots(&out);
         assert_eq!(
             snapshots.len(),
-            2,
-            "no extra snapshot: the inner one synced the client"
+            1,
+            "no extra snapshot: the inner one synced the client, the deltas did the rest"
         );
         assert_eq!(
-            snapshots[1].1,
+            client_state(Value::Null, &out),
             json!({"steps": ["one"], "body": "some words to stream here"})
         );
-        assert_eq!(client_state(Value::Null, &out), snapshots[1].1);
     }
 
     #[tokio::test]
@@ -776,18 +794,19 @@ mod tests {
             request(Some(json!({}))),
         )
         .await;
+        // Only the second call needs a snapshot: its recipe never streamed. The first call and
+        // the body streamed all the way, so their deltas already set the final values.
         let snapshots = snapshots(&out);
-        assert_eq!(snapshots.len(), 3);
+        assert_eq!(snapshots.len(), 1);
         assert_eq!(
             snapshots[0].1["recipe"],
-            json!({"title": "First recipe title"})
-        );
-        assert_eq!(
-            snapshots[2].1,
-            json!({"recipe": {"title": "Second one", "n": [1]}, "body": "a body that streams along"})
+            json!({"title": "Second one", "n": [1]})
         );
         // Every delta applies in order, and only the first call's recipe streamed.
-        client_state(json!({}), &out);
+        assert_eq!(
+            client_state(json!({}), &out),
+            json!({"recipe": {"title": "Second one", "n": [1]}, "body": "a body that streams along"})
+        );
         let streamed_second = out.iter().any(|u| match u {
             AgentUpdate::Event(EventBody::StateDelta(d)) => {
                 serde_json::to_string(&d.delta).unwrap().contains("Second")

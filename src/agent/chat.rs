@@ -206,7 +206,7 @@ impl Agent for ChatAgent {
             phase: Phase::CallModel,
         };
         state.start_with_decisions(request.decisions);
-        Ok(stream::unfold(state, RunState::next).boxed())
+        Ok(stream::unfold(Box::new(state), RunState::next).boxed())
     }
 }
 
@@ -245,7 +245,9 @@ enum Phase {
 }
 
 impl RunState {
-    async fn next(mut self) -> Option<(Result<AgentUpdate, AgentError>, RunState)> {
+    /// One update. The state is boxed because `stream::unfold` moves it into a new future for
+    /// every update: a pointer, not the whole run, is what gets copied per streamed fragment.
+    async fn next(mut self: Box<Self>) -> Option<(Result<AgentUpdate, AgentError>, Box<RunState>)> {
         loop {
             if let Some(update) = self.queue.pop_front() {
                 return Some((Ok(update), self));

@@ -6,7 +6,10 @@
 
 use std::collections::VecDeque;
 
-use futures_util::stream::{self, StreamExt};
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+use futures_util::{Stream, StreamExt};
 
 use super::{AgentError, AgentStream, AgentUpdate};
 
@@ -32,6 +35,9 @@ pub trait UpdateMapper: Send + 'static {
     }
 }
 
+/// The stream [`map_updates`] returns. Written by hand rather than with `stream::unfold`: unfold
+/// moves its whole state into a new future for every item, and a mapper's state (the predictive
+/// middleware's parsers and state view) would be copied once per streamed argument fragment.
 struct Mapping<M> {
     inner: Option<AgentStream>,
     mapper: M,
@@ -42,37 +48,48 @@ struct Mapping<M> {
 /// Drives `mapper` over `inner`. An inner error passes through and ends the stream; dropping
 /// the returned stream drops `inner`.
 pub fn map_updates<M: UpdateMapper>(inner: AgentStream, mapper: M) -> AgentStream {
-    let mapping = Mapping {
+    Box::pin(Mapping {
         inner: Some(inner),
         mapper,
         ready: VecDeque::new(),
         scratch: Vec::new(),
-    };
-    stream::unfold(mapping, |mut m| async move {
+    })
+}
+
+// Nothing in `Mapping` is pinned: the inner stream is already a `Pin<Box<_>>`, and the mapper
+// is only ever used through `&mut`.
+impl<M> Unpin for Mapping<M> {}
+
+impl<M: UpdateMapper> Stream for Mapping<M> {
+    type Item = Result<AgentUpdate, AgentError>;
+
+    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        let this = self.get_mut();
         loop {
-            if let Some(item) = m.ready.pop_front() {
-                return Some((item, m));
+            if let Some(item) = this.ready.pop_front() {
+                return Poll::Ready(Some(item));
             }
-            let inner = m.inner.as_mut()?;
-            let result = match inner.next().await {
-                Some(Ok(update)) => m.mapper.on_update(update, &mut m.scratch),
+            let Some(inner) = this.inner.as_mut() else {
+                return Poll::Ready(None);
+            };
+            let result = match std::task::ready!(inner.poll_next_unpin(cx)) {
+                Some(Ok(update)) => this.mapper.on_update(update, &mut this.scratch),
                 Some(Err(error)) => {
-                    m.inner = None;
-                    return Some((Err(error), m));
+                    this.inner = None;
+                    return Poll::Ready(Some(Err(error)));
                 }
                 None => {
-                    m.inner = None;
-                    m.mapper.on_end(&mut m.scratch)
+                    this.inner = None;
+                    this.mapper.on_end(&mut this.scratch)
                 }
             };
-            m.ready.extend(m.scratch.drain(..).map(Ok));
+            this.ready.extend(this.scratch.drain(..).map(Ok));
             if let Err(error) = result {
-                m.inner = None;
-                m.ready.push_back(Err(error));
+                this.inner = None;
+                this.ready.push_back(Err(error));
             }
         }
-    })
-    .boxed()
+    }
 }
 
 #[cfg(test)]

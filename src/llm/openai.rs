@@ -281,9 +281,11 @@ impl HttpBackend {
             Reading(Box<BodyReader<BoxStream<'static, Result<Bytes, String>>>>),
             Done,
         }
+        // The unfold moves this future for every event: the request's future (retries and the
+        // HTTP client's send) is boxed, so each event copies 384 bytes rather than 1 KB.
         stream::unfold(State::Start(backend, request), |state| async move {
             let mut reader = match state {
-                State::Start(backend, request) => match backend.open(&request).await {
+                State::Start(backend, request) => match Box::pin(backend.open(&request)).await {
                     Ok(reader) => reader,
                     Err(error) => return Some((Err(error), State::Done)),
                 },

@@ -23,14 +23,7 @@ fi
 # (The Debian launcher script warns about /dev/shm on some machines; only the version matters.)
 "$CHROMIUM_BIN" --version 2>/dev/null
 
-if [[ -z "${AGUI_HOST_BIN:-}" ]]; then
-  echo "==> cargo build (debug)"
-  cargo build --locked --bin agui-host
-  target_dir="$(cargo metadata --format-version 1 --no-deps --locked \
-    | node -e 'let s="";process.stdin.on("data",d=>s+=d).on("end",()=>console.log(JSON.parse(s).target_directory))')"
-  export AGUI_HOST_BIN="$target_dir/debug/agui-host"
-fi
-echo "==> server binary: $AGUI_HOST_BIN"
+source scripts/agui-host-bin.sh
 
 # npm ci starts from an empty node_modules every time, a minute for CopilotKit's 800 MB; skip
 # it while node_modules was installed from this very lock file.

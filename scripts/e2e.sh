@@ -11,15 +11,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-if [[ -z "${AGUI_HOST_BIN:-}" ]]; then
-  echo "==> cargo build (debug)"
-  cargo build --locked --bin agui-host
-  # Wherever cargo puts it (CARGO_TARGET_DIR, .cargo/config.toml, or ./target).
-  target_dir="$(cargo metadata --format-version 1 --no-deps --locked \
-    | node -e 'let s="";process.stdin.on("data",d=>s+=d).on("end",()=>console.log(JSON.parse(s).target_directory))')"
-  export AGUI_HOST_BIN="$target_dir/debug/agui-host"
-fi
-echo "==> server binary: $AGUI_HOST_BIN"
+source scripts/agui-host-bin.sh
 
 echo "==> npm ci (tests/e2e)"
 npm ci --prefix tests/e2e --no-audit --no-fund --prefer-offline --loglevel=error

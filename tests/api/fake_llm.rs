@@ -286,12 +286,7 @@ fn sse_response(shared: &Arc<Shared>, frames: Vec<String>, delay: Duration, cut:
         }
         None
     });
-    Response::builder()
-        .status(StatusCode::OK)
-        .header(header::CONTENT_TYPE, "text/event-stream")
-        .header(header::CACHE_CONTROL, "no-cache")
-        .body(Body::from_stream(body))
-        .expect("SSE response")
+    event_stream_response(body)
 }
 
 /// The frames, then a body that stays open and silent until the client hangs up (which counts
@@ -311,6 +306,13 @@ fn stalling_sse_response(shared: &Arc<Shared>, frames: Vec<String>) -> Response 
             Some((Ok::<Bytes, std::io::Error>(bytes), (frames, guard)))
         },
     );
+    event_stream_response(body)
+}
+
+/// A `200 text/event-stream` response streaming `body`.
+fn event_stream_response(
+    body: impl futures_util::Stream<Item = Result<Bytes, std::io::Error>> + Send + 'static,
+) -> Response {
     Response::builder()
         .status(StatusCode::OK)
         .header(header::CONTENT_TYPE, "text/event-stream")

@@ -329,41 +329,6 @@ describe("CopilotKit example in Chromium", () => {
     );
   }
 
-  /** Waits for the recipe view to show a status (it follows the card by one render). */
-  async function recipeStatus(page, status) {
-    await page.locator(`[data-testid="recipe"][data-status="${status}"]`).waitFor({ timeout: 5_000 });
-  }
-
-  async function expectFullRecipe(page) {
-    await assertText(page.getByTestId("recipe-title"), /Tacos/);
-    assert.equal(await page.getByTestId("recipe-ingredients").locator("li").count(), 3);
-    assert.equal(await page.getByTestId("recipe-instructions").locator("li").count(), 3);
-  }
-
-  async function assertText(locator, pattern) {
-    const text = await locator.textContent();
-    assert.match(text ?? "", pattern);
-  }
-
-  /**
-   * The recipe was on screen half-written, growing one ingredient and one step at a time, and
-   * complete, all before the approval card came: predictive state, applied as it streamed.
-   */
-  function assertStreamedIn(frames) {
-    const beforeCard = frames.filter((f) => f.card === 0 && f.status === "writing");
-    const seen = (key) => beforeCard.map((f) => f[key]);
-    const why = `frames before the approval card: ${JSON.stringify(beforeCard)}`;
-    for (const key of ["ingredients", "instructions"]) {
-      const counts = seen(key);
-      for (const n of [1, 2, 3]) assert.ok(counts.includes(n), `${key}: never showed ${n}; ${why}`);
-      assert.ok(counts.every((n, i) => i === 0 || n >= counts[i - 1]), `${key} shrank; ${why}`);
-    }
-    assert.ok(
-      beforeCard.some((f) => f.title === "Tacos" && f.ingredients === 3 && f.instructions === 3),
-      `the complete recipe is on screen before the question; ${why}`,
-    );
-  }
-
   test("approve: the predicted recipe is committed and update_recipe runs", async (t) => {
     const { page, problems } = await openPage(t);
     await shot(page, "0-empty");

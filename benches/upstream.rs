@@ -2,10 +2,10 @@
 //! `chat.completion.chunk` SSE into model events, which every token of every run pays.
 //!
 //! `cargo bench --bench upstream` measures two bodies shaped like the bench harness's fake
-//! upstream: a 200-token text reply, and a tool call whose 2 KB argument streams in 476
-//! fragments of 1 to 8 bytes. Each is fed the way the network delivers it under load (the
+//! upstream: a 200-token text reply, and a tool call whose 2 KB argument streams in 438
+//! fragments of 1 to 8 characters. Each is fed the way the network delivers it under load (the
 //! whole body in one read) and at real speed (one read per chunk). Divide by the chunk count
-//! (202 and 478) for the cost per chunk.
+//! (202 and 441) for the cost per chunk.
 
 use std::hint::black_box;
 

@@ -303,9 +303,14 @@ impl Harness<'_> {
     }
 
     /// Repeats the disconnect phase for `duration`, sampling the RSS after each round, and
-    /// passes when every round passed and the RSS stopped growing: the median of the last third
-    /// of the rounds is within 5% (or 4 MiB) of the median of the first third. The first two
-    /// rounds are left out: the allocator and the connection pools settle in them.
+    /// passes when every round passed and the RSS stopped growing: the lower quartile of the
+    /// samples in the last third of the rounds is within 10% (or 8 MiB) of the lower quartile of
+    /// the first third. Not the median, nor the lowest: the allocator gives freed memory back
+    /// lazily, so samples taken soon after a round swing by a quarter or more, while a leak lifts
+    /// the whole distribution. On 1,000-run rounds the lower quartile moved by 5-6% over five
+    /// minutes while the live heap, under a heap profiler, stayed flat; a leak of about 150
+    /// bytes per run would cross the margin in that time, and a smaller one needs the profiler.
+    /// The first two rounds are left out: the allocator and the connection pools settle in them.
     fn soak(&self, duration: Duration) -> bool {
         println!(
             "\nsoak: the disconnect phase, repeated for {} s",
@@ -345,13 +350,15 @@ impl Harness<'_> {
             return false;
         }
         let third = settled.len() / 3;
-        let first = median(&settled[..third]);
-        let last = median(&settled[settled.len() - third..]);
-        let allowed = (first / 20).max(4 * 1024);
+        let (early, late) = (&settled[..third], &settled[settled.len() - third..]);
+        let (first, last) = (quantile(early, 0.25), quantile(late, 0.25));
+        let allowed = (first / 10).max(8 * 1024);
         let growth = last as i64 - first as i64;
         println!(
-            "  RSS after a round, median of the first third {first} KiB, of the last third {last} \
-             KiB: {growth:+} KiB (allowed +{allowed} KiB)"
+            "  RSS after a round, lower quartile of the first third {first} KiB, of the last \
+             third {last} KiB: {growth:+} KiB (allowed +{allowed} KiB); medians {} and {} KiB",
+            quantile(early, 0.5),
+            quantile(late, 0.5),
         );
         ok && growth <= allowed as i64
     }
@@ -411,10 +418,15 @@ impl PhaseResult {
     }
 }
 
-fn median(samples: &[usize]) -> usize {
+/// The sample below which a fraction `q` of the samples lie.
+fn quantile(samples: &[usize], q: f64) -> usize {
     let mut sorted = samples.to_vec();
     sorted.sort_unstable();
-    sorted.get(sorted.len() / 2).copied().unwrap_or(0)
+    let at = (sorted.len() as f64 * q) as usize;
+    sorted
+        .get(at.min(sorted.len().saturating_sub(1)))
+        .copied()
+        .unwrap_or(0)
 }
 
 #[derive(Debug, Default)]

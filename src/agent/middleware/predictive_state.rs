@@ -256,7 +256,7 @@ impl UpdateMapper for PredictiveMapper {
 
     fn on_end(&mut self, out: &mut Vec<AgentUpdate>) -> Result<(), AgentError> {
         // Calls whose result never came (the run ended with client calls pending), or whose
-        // arguments never ended: settle them all with one snapshot.
+        // arguments never ended: settle them all, with one snapshot if that changed anything.
         let ids: Vec<String> = self.calls.keys().cloned().collect();
         let mut changed = false;
         for id in &ids {

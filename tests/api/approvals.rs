@@ -1093,15 +1093,14 @@ async fn a_conditional_policy_asks_only_when_the_arguments_match() {
     let app = spawn_app(|settings| with_tools(settings, vec![tool])).await;
 
     // 50: runs at once.
-    app.fake.push(Reply::Sse(chunks::tool_calls(
-        &[(
+    app.fake.push_call_then_text(
+        (
             "call_small",
             "transfer_money",
             r#"{"amount":50,"to":"bob"}"#,
-        )],
-        false,
-    )));
-    app.fake.push(Reply::Sse(chunks::text_reply(&["Sent 50."])));
+        ),
+        "Sent 50.",
+    );
     let events = app
         .run_events("/", &input(vec![user("Send 50 to Bob.")]))
         .await;

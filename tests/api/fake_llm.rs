@@ -126,6 +126,12 @@ impl FakeLlm {
         lock(&self.shared.replies).push_back(reply);
     }
 
+    /// The most common script: one tool call, then (after its result) a text reply.
+    pub(crate) fn push_call_then_text(&self, call: chunks::Call<'_>, text: &str) {
+        self.push(Reply::Sse(chunks::tool_calls(&[call], false)));
+        self.push(Reply::Sse(chunks::text_reply(&[text])));
+    }
+
     /// Every request received so far, in arrival order.
     pub(crate) fn requests(&self) -> Vec<RecordedRequest> {
         lock(&self.shared.requests).clone()

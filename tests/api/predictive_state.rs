@@ -40,6 +40,21 @@ fn server_tool(settings: &mut Settings, name: &str) {
         .push(static_tool(name, json!({"status": "saved"})));
 }
 
+/// An app whose server tool `update_recipe` predicts the state key `recipe` from its argument.
+async fn recipe_app() -> TestApp {
+    spawn_app(|s| {
+        predict(s, "recipe", "update_recipe", "recipe");
+        server_tool(s, "update_recipe");
+    })
+    .await
+}
+
+/// Scripts the model: one `update_recipe` call (`call_r`) with `arguments`, then `reply`.
+fn script_recipe_call(app: &TestApp, arguments: &str, reply: &str) {
+    app.fake
+        .push_call_then_text(("call_r", "update_recipe", arguments), reply);
+}
+
 /// Replays the state events as the reference client does, from `initial`: a snapshot replaces
 /// the state, a delta is applied atomically. Panics on a delta the client would drop. Returns
 /// the state after each state event, with the event's index.
@@ -94,16 +109,8 @@ fn delta_ops(events: &[Value]) -> Vec<Value> {
 
 #[tokio::test]
 async fn a_recipe_streams_as_state_deltas_while_its_arguments_arrive() {
-    let app = spawn_app(|s| {
-        predict(s, "recipe", "update_recipe", "recipe");
-        server_tool(s, "update_recipe");
-    })
-    .await;
-    app.fake.push(Reply::Sse(chunks::tool_calls(
-        &[("call_r", "update_recipe", RECIPE)],
-        false,
-    )));
-    app.fake.push(Reply::Sse(chunks::text_reply(&["Saved."])));
+    let app = recipe_app().await;
+    script_recipe_call(&app, RECIPE, "Saved.");
     let initial = json!({});
     let body = input(vec![user("A spicy low-carb recipe, please")]);
 
@@ -147,16 +154,8 @@ async fn a_recipe_streams_as_state_deltas_while_its_arguments_arrive() {
 #[tokio::test]
 async fn escaped_quotes_unicode_and_numbers_survive() {
     let arguments = r#"{"recipe": {"title": "Cr\u00e8me \"br\u00fbl\u00e9e\" \\ 東京 \ud83c\udf70 \/ end of a long enough title", "servings": 4, "ratio": -0.25, "grams": 1.5e2, "vegan": false, "note": null, "tags": ["a\"b", "\u00e9\n"]}}"#;
-    let app = spawn_app(|s| {
-        predict(s, "recipe", "update_recipe", "recipe");
-        server_tool(s, "update_recipe");
-    })
-    .await;
-    app.fake.push(Reply::Sse(chunks::tool_calls(
-        &[("call_r", "update_recipe", arguments)],
-        false,
-    )));
-    app.fake.push(Reply::Sse(chunks::text_reply(&["Saved."])));
+    let app = recipe_app().await;
+    script_recipe_call(&app, arguments, "Saved.");
 
     let events = app
         .run_events("/", &input(vec![user("Crème brûlée")]))
@@ -299,16 +298,8 @@ async fn two_parallel_predictive_calls_do_not_mix() {
 #[tokio::test]
 async fn an_absent_or_null_initial_state_gets_an_object_snapshot_first() {
     for state in [None, Some(Value::Null)] {
-        let app = spawn_app(|s| {
-            predict(s, "recipe", "update_recipe", "recipe");
-            server_tool(s, "update_recipe");
-        })
-        .await;
-        app.fake.push(Reply::Sse(chunks::tool_calls(
-            &[("call_r", "update_recipe", RECIPE)],
-            false,
-        )));
-        app.fake.push(Reply::Sse(chunks::text_reply(&["Saved."])));
+        let app = recipe_app().await;
+        script_recipe_call(&app, RECIPE, "Saved.");
         let mut body = input(vec![user("A recipe")]);
         match &state {
             None => {
@@ -342,11 +333,8 @@ async fn a_key_absent_from_the_client_state_is_added_and_other_keys_are_kept() {
         server_tool(s, "write_document");
     })
     .await;
-    app.fake.push(Reply::Sse(chunks::tool_calls(
-        &[("call_d", "write_document", DOCUMENT)],
-        false,
-    )));
-    app.fake.push(Reply::Sse(chunks::text_reply(&["Written."])));
+    app.fake
+        .push_call_then_text(("call_d", "write_document", DOCUMENT), "Written.");
     let initial = json!({"theme": {"dark": true}, "steps": ["outline"]});
     let mut body = input(vec![user("Write a story")]);
     body["state"] = initial.clone();
@@ -367,11 +355,7 @@ async fn a_key_absent_from_the_client_state_is_added_and_other_keys_are_kept() {
 /// state is restored by a snapshot right after `TOOL_CALL_END`, and that the tool's result
 /// contains `reported` (what the model is told).
 async fn assert_restored_after(app: &TestApp, arguments: &str, reported: &str) {
-    app.fake.push(Reply::Sse(chunks::tool_calls(
-        &[("call_r", "update_recipe", arguments)],
-        false,
-    )));
-    app.fake.push(Reply::Sse(chunks::text_reply(&["Sorry."])));
+    script_recipe_call(app, arguments, "Sorry.");
     let initial = json!({"recipe": {"title": "Grandma's soup"}});
     let mut body = input(vec![user("Change the recipe")]);
     body["state"] = initial.clone();
@@ -400,11 +384,7 @@ async fn assert_restored_after(app: &TestApp, arguments: &str, reported: &str) {
 
 #[tokio::test]
 async fn invalid_arguments_restore_the_clients_state() {
-    let app = spawn_app(|s| {
-        predict(s, "recipe", "update_recipe", "recipe");
-        server_tool(s, "update_recipe");
-    })
-    .await;
+    let app = recipe_app().await;
     let broken = r#"{"recipe": {"title": "A title that streams for a while", "servings": 4,"#;
     assert_restored_after(&app, broken, "error").await;
 }
@@ -439,11 +419,8 @@ async fn the_predict_state_event_precedes_the_call_when_enabled() {
             .emit_predict_state_event = true;
     })
     .await;
-    app.fake.push(Reply::Sse(chunks::tool_calls(
-        &[("call_d", "write_document", DOCUMENT)],
-        false,
-    )));
-    app.fake.push(Reply::Sse(chunks::text_reply(&["Written."])));
+    app.fake
+        .push_call_then_text(("call_d", "write_document", DOCUMENT), "Written.");
 
     let events = app.run_events("/", &input(vec![user("Write")])).await;
 
@@ -460,16 +437,8 @@ async fn the_predict_state_event_precedes_the_call_when_enabled() {
 
 #[tokio::test]
 async fn a_0x_client_gets_state_events_it_accepts() {
-    let app = spawn_app(|s| {
-        predict(s, "recipe", "update_recipe", "recipe");
-        server_tool(s, "update_recipe");
-    })
-    .await;
-    app.fake.push(Reply::Sse(chunks::tool_calls(
-        &[("call_r", "update_recipe", RECIPE)],
-        false,
-    )));
-    app.fake.push(Reply::Sse(chunks::text_reply(&["Saved."])));
+    let app = recipe_app().await;
+    script_recipe_call(&app, RECIPE, "Saved.");
 
     let events = app.run_events("/", &input_0x(vec![user("A recipe")])).await;
 

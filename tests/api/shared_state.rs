@@ -375,11 +375,8 @@ async fn a_tool_result_with_a_snapshot_rule_becomes_a_state_snapshot_after_the_r
             .push(result_rule("load_preferences", ResultStateKind::Snapshot));
     })
     .await;
-    app.fake.push(Reply::Sse(chunks::tool_calls(
-        &[("call_p", "load_preferences", "{}")],
-        false,
-    )));
-    app.fake.push(Reply::Sse(chunks::text_reply(&["Loaded."])));
+    app.fake
+        .push_call_then_text(("call_p", "load_preferences", "{}"), "Loaded.");
     let client_state = json!({"theme": "light"});
 
     let events = app
@@ -421,11 +418,8 @@ async fn a_tool_result_with_a_delta_rule_becomes_a_state_delta_with_that_patch()
             .push(result_rule("increment", ResultStateKind::Delta));
     })
     .await;
-    app.fake.push(Reply::Sse(chunks::tool_calls(
-        &[("call_i", "increment", "{}")],
-        false,
-    )));
-    app.fake.push(Reply::Sse(chunks::text_reply(&["Counted."])));
+    app.fake
+        .push_call_then_text(("call_i", "increment", "{}"), "Counted.");
     let client_state = json!({"name": "counter"});
 
     let events = app
@@ -596,11 +590,8 @@ async fn a_state_tool_writes_its_argument_and_confirms_to_the_model() {
     .await;
     let recipe = json!({"title": "Pancakes", "servings": 3});
     let args = json!({"recipe": recipe}).to_string();
-    app.fake.push(Reply::Sse(chunks::tool_calls(
-        &[("call_u", "update_recipe", &args)],
-        false,
-    )));
-    app.fake.push(Reply::Sse(chunks::text_reply(&["Done."])));
+    app.fake
+        .push_call_then_text(("call_u", "update_recipe", &args), "Done.");
     let client_state = json!({"recipe": {"title": "Waffles"}, "notes": []});
 
     let events = app
@@ -711,11 +702,8 @@ async fn an_http_tool_posts_the_arguments_as_json_and_its_answer_is_the_result()
     })
     .await;
     let args = json!({"city": "Lyon", "days": 2});
-    app.fake.push(Reply::Sse(chunks::tool_calls(
-        &[("call_h", "forecast", &args.to_string())],
-        false,
-    )));
-    app.fake.push(Reply::Sse(chunks::text_reply(&["Rainy."])));
+    app.fake
+        .push_call_then_text(("call_h", "forecast", &args.to_string()), "Rainy.");
 
     let events = app
         .run_events("/", &input(vec![user("Forecast for Lyon?")]))
@@ -753,11 +741,8 @@ async fn an_http_tool_envelope_gives_the_content_to_the_model_and_the_update_to_
             .push(http_tool("set_k", &url, true));
     })
     .await;
-    app.fake.push(Reply::Sse(chunks::tool_calls(
-        &[("call_k", "set_k", r#"{"city":"Nice"}"#)],
-        false,
-    )));
-    app.fake.push(Reply::Sse(chunks::text_reply(&["Set."])));
+    app.fake
+        .push_call_then_text(("call_k", "set_k", r#"{"city":"Nice"}"#), "Set.");
     let client_state = json!({"other": "kept"});
 
     let events = app
@@ -904,11 +889,10 @@ async fn status_updates_are_add_patches_of_status_around_a_tool_call_and_keep_th
         assistant_agent(settings).status.enabled = true;
     })
     .await;
-    app.fake.push(Reply::Sse(chunks::tool_calls(
-        &[("call_w", "get_weather", r#"{"location":"Paris"}"#)],
-        false,
-    )));
-    app.fake.push(Reply::Sse(chunks::text_reply(&["Sunny."])));
+    app.fake.push_call_then_text(
+        ("call_w", "get_weather", r#"{"location":"Paris"}"#),
+        "Sunny.",
+    );
     let recipe = json!({"title": "Soup", "servings": 2});
     let client_state = json!({"recipe": recipe});
 

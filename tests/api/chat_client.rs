@@ -84,12 +84,10 @@ async fn a_text_reply_is_printed_as_it_streams() {
 #[tokio::test]
 async fn a_server_tool_shows_its_call_and_result_and_the_history_keeps_both() {
     let app = spawn_app(|_| {}).await;
-    app.fake.push(Reply::Sse(chunks::tool_calls(
-        &[("call_w", "get_weather", r#"{"location":"Paris"}"#)],
-        false,
-    )));
-    app.fake
-        .push(Reply::Sse(chunks::text_reply(&["Sunny in Paris."])));
+    app.fake.push_call_then_text(
+        ("call_w", "get_weather", r#"{"location":"Paris"}"#),
+        "Sunny in Paris.",
+    );
     app.fake
         .push(Reply::Sse(chunks::text_reply(&["You're welcome."])));
 
@@ -210,16 +208,14 @@ fn approval_app_settings(settings: &mut Settings) {
 #[tokio::test]
 async fn an_approval_asks_and_yes_resumes_and_shows_the_result() {
     let app = spawn_app(approval_app_settings).await;
-    app.fake.push(Reply::Sse(chunks::tool_calls(
-        &[(
+    app.fake.push_call_then_text(
+        (
             "call_x",
             "cancel_subscription",
             r#"{"subscription":"Netflix"}"#,
-        )],
-        false,
-    )));
-    app.fake
-        .push(Reply::Sse(chunks::text_reply(&["Netflix is cancelled."])));
+        ),
+        "Netflix is cancelled.",
+    );
 
     // "maybe" is not an answer: the question is asked again.
     let transcript = chat(
@@ -264,16 +260,14 @@ async fn an_approval_asks_and_yes_resumes_and_shows_the_result() {
 #[tokio::test]
 async fn a_declined_approval_never_runs_the_tool() {
     let app = spawn_app(approval_app_settings).await;
-    app.fake.push(Reply::Sse(chunks::tool_calls(
-        &[(
+    app.fake.push_call_then_text(
+        (
             "call_x",
             "cancel_subscription",
             r#"{"subscription":"Netflix"}"#,
-        )],
-        false,
-    )));
-    app.fake
-        .push(Reply::Sse(chunks::text_reply(&["Alright, I left it."])));
+        ),
+        "Alright, I left it.",
+    );
 
     let transcript = chat(options(&app, &[]), "cancel_subscription Netflix\nn\n").await;
 

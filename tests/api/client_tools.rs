@@ -182,12 +182,10 @@ async fn a_mixed_batch_runs_the_server_tool_and_leaves_the_client_tool_pending()
 #[tokio::test]
 async fn a_client_tool_named_like_a_server_tool_runs_the_server_tool_by_default() {
     let app = spawn_app(|_| {}).await;
-    app.fake.push(Reply::Sse(chunks::tool_calls(
-        &[("call_1", "get_weather", r#"{"location":"Rome"}"#)],
-        false,
-    )));
-    app.fake
-        .push(Reply::Sse(chunks::text_reply(&["Sunny in Rome."])));
+    app.fake.push_call_then_text(
+        ("call_1", "get_weather", r#"{"location":"Rome"}"#),
+        "Sunny in Rome.",
+    );
     let mut body = input(vec![user("Weather in Rome?")]);
     body["tools"] = json!([{
         "name": "get_weather",

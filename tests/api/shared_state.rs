@@ -457,12 +457,8 @@ async fn a_delta_result_that_does_not_apply_sends_no_state_event_and_tells_the_m
             .push(result_rule("bad_patch", ResultStateKind::Delta));
     })
     .await;
-    app.fake.push(Reply::Sse(chunks::tool_calls(
-        &[("call_b", "bad_patch", "{}")],
-        false,
-    )));
     app.fake
-        .push(Reply::Sse(chunks::text_reply(&["That did not work."])));
+        .push_call_then_text(("call_b", "bad_patch", "{}"), "That did not work.");
 
     let events = app
         .run_events("/", &input_with_state("Patch it", json!({"present": true})))
@@ -784,12 +780,10 @@ async fn an_http_tool_answering_500_gives_the_model_an_error_and_the_run_finishe
             .push(http_tool("forecast", &url, false));
     })
     .await;
-    app.fake.push(Reply::Sse(chunks::tool_calls(
-        &[("call_f", "forecast", r#"{"city":"Oslo"}"#)],
-        false,
-    )));
-    app.fake
-        .push(Reply::Sse(chunks::text_reply(&["The service failed."])));
+    app.fake.push_call_then_text(
+        ("call_f", "forecast", r#"{"city":"Oslo"}"#),
+        "The service failed.",
+    );
 
     let events = app.run_events("/", &input(vec![user("Oslo?")])).await;
 
@@ -833,12 +827,8 @@ async fn call_with_invalid_arguments(arguments: &str) -> String {
         ));
     })
     .await;
-    app.fake.push(Reply::Sse(chunks::tool_calls(
-        &[("call_v", "get_forecast", arguments)],
-        false,
-    )));
     app.fake
-        .push(Reply::Sse(chunks::text_reply(&["Let me fix that."])));
+        .push_call_then_text(("call_v", "get_forecast", arguments), "Let me fix that.");
 
     let events = app.run_events("/", &input(vec![user("Forecast?")])).await;
 

@@ -64,70 +64,66 @@ pub(super) fn decode_run_input(
     Ok(input)
 }
 
-/// Refuses an input over one of `server.input_limits`, naming the limit.
+/// Refuses an input over one of `server.input_limits`, naming the limit (the first one
+/// exceeded, in this order).
 fn check_input_limits(input: &RunAgentInput, limits: &InputLimitSettings) -> Result<(), ApiError> {
-    let over = |code: &'static str, what: &str, actual: usize, key: &str, limit: usize| {
-        Err(ApiError::new(
+    let context_bytes: usize = input
+        .context
+        .iter()
+        .map(|entry| entry.description.len() + entry.value.len())
+        .sum();
+    // (code, what is counted, how many, the setting, its limit)
+    let checks = [
+        (
+            "too_many_messages",
+            "messages",
+            input.messages.len(),
+            "max_messages",
+            limits.max_messages,
+        ),
+        (
+            "content_too_large",
+            "bytes of message content",
+            content_bytes(&input.messages),
+            "max_content_bytes",
+            limits.max_content_bytes,
+        ),
+        (
+            "too_many_tools",
+            "client tools",
+            input.tools.len(),
+            "max_tools",
+            limits.max_tools,
+        ),
+        (
+            "too_many_context_entries",
+            "context entries",
+            input.context.len(),
+            "max_context_entries",
+            limits.max_context_entries,
+        ),
+        (
+            "context_too_large",
+            "bytes of context",
+            context_bytes,
+            "max_context_bytes",
+            limits.max_context_bytes,
+        ),
+    ];
+    match checks
+        .into_iter()
+        .find(|&(_, _, actual, _, limit)| actual > limit)
+    {
+        Some((code, what, actual, key, limit)) => Err(ApiError::new(
             StatusCode::UNPROCESSABLE_ENTITY,
             code,
             format!(
                 "the request has {actual} {what}, over this server's limit of {limit} \
                  (server.input_limits.{key})"
             ),
-        ))
-    };
-    if input.messages.len() > limits.max_messages {
-        return over(
-            "too_many_messages",
-            "messages",
-            input.messages.len(),
-            "max_messages",
-            limits.max_messages,
-        );
+        )),
+        None => Ok(()),
     }
-    let content = content_bytes(&input.messages);
-    if content > limits.max_content_bytes {
-        return over(
-            "content_too_large",
-            "bytes of message content",
-            content,
-            "max_content_bytes",
-            limits.max_content_bytes,
-        );
-    }
-    if input.tools.len() > limits.max_tools {
-        return over(
-            "too_many_tools",
-            "client tools",
-            input.tools.len(),
-            "max_tools",
-            limits.max_tools,
-        );
-    }
-    if input.context.len() > limits.max_context_entries {
-        return over(
-            "too_many_context_entries",
-            "context entries",
-            input.context.len(),
-            "max_context_entries",
-            limits.max_context_entries,
-        );
-    }
-    let context: usize = input
-        .context
-        .iter()
-        .map(|entry| entry.description.len() + entry.value.len())
-        .sum();
-    if context > limits.max_context_bytes {
-        return over(
-            "context_too_large",
-            "bytes of context",
-            context,
-            "max_context_bytes",
-            limits.max_context_bytes,
-        );
-    }
-    Ok(())
 }
 
 /// Bytes of text across the messages: what reaches the model's prompt. Media data is not

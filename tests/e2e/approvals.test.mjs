@@ -12,35 +12,20 @@
 // and the model's follow-up text arrives. The client checks every event (enforce, verify,
 // reducer); any client warning or error fails the run (harness.mjs).
 
-import { after, before, describe, test } from "node:test";
+import { describe, test } from "node:test";
 import assert from "node:assert/strict";
 
 import { buildResumeArray } from "agui-client-1";
 
-import { startFakeOpenAI, textTurn, toolTurn } from "./fake-openai.mjs";
-import { CLIENTS, newAgent, ofType, run, serverErrors, startServer, types } from "./harness.mjs";
+import { textTurn, toolTurn } from "./fake-openai.mjs";
+import { CLIENTS, newAgent, ofType, run, serverErrors, types, withFakeUpstreamAndServer } from "./harness.mjs";
 
 const TIMEOUT = 30_000;
 const TOOL = "cancel_subscription";
 const TOOL_RESULT = "Subscription cancelled.";
 const ARGS = { subscription: "Netflix" };
 
-let fake;
-let server;
-
-before(async () => {
-  fake = await startFakeOpenAI();
-  server = await startServer({ upstream: fake.baseUrl });
-});
-
-after(async () => {
-  await server?.stop();
-  await fake?.close();
-});
-
-function serverLog() {
-  return server ? server.log().split("\n").slice(-40).join("\n") : "";
-}
+const env = withFakeUpstreamAndServer();
 
 /** Upstream messages without the system prompt. */
 function conversation(body) {
@@ -52,13 +37,13 @@ function assertLifecycle(events) {
   assert.equal(t[0], "RUN_STARTED", `first event: ${t.join(", ")}`);
   assert.equal(t.at(-1), "RUN_FINISHED", `last event: ${t.join(", ")}`);
   assert.equal(ofType(events, "RUN_FINISHED").length, 1, t.join(", "));
-  assert.equal(ofType(events, "RUN_ERROR").length, 0, `${t.join(", ")}\n${serverLog()}`);
+  assert.equal(ofType(events, "RUN_ERROR").length, 0, `${t.join(", ")}\n${env.serverLog()}`);
 }
 
 /** What the model saw on the resumed run: one clean call/result pair, no approval protocol. */
 function assertCleanHistory(key, callId) {
-  const requests = fake.requests(key);
-  assert.equal(requests.length, 2, `two model calls (the call, then the follow-up)\n${serverLog()}`);
+  const requests = env.fake.requests(key);
+  assert.equal(requests.length, 2, `two model calls (the call, then the follow-up)\n${env.serverLog()}`);
   const offered = (requests[0].tools ?? []).map((t) => t.function.name);
   assert.ok(offered.includes(TOOL), `the tool is offered: ${offered}`);
   assert.ok(!offered.includes("request_approval"), `the approval tool is never offered: ${offered}`);
@@ -78,12 +63,12 @@ describe(v1.name, () => {
     assert.equal(v1.protocol10, true);
     const key = `approval-interrupt-${v1.tag}`;
     const callId = `call_cancel_${v1.tag}`;
-    fake.script(
+    env.fake.script(
       key,
       toolTurn([{ id: callId, name: TOOL, arguments: ARGS }], ["Cancelling ", "it."]),
       textTurn("Done, ", "Netflix is cancelled."),
     );
-    const agent = newAgent(v1, `${server.url}/approvals`, { prompt: `${key}: cancel my Netflix` });
+    const agent = newAgent(v1, `${env.server.url}/approvals`, { prompt: `${key}: cancel my Netflix` });
     const interruptsSeen = [];
     agent.subscribe({
       onRunFinishedEvent: (params) => {
@@ -119,11 +104,11 @@ describe(v1.name, () => {
     assert.equal(call.content, "Cancelling it.");
     assert.deepEqual(call.toolCalls.map((c) => c.id), [callId]);
     assert.deepEqual(JSON.parse(call.toolCalls[0].function.arguments), ARGS);
-    assert.equal(fake.requests(key).length, 1, "the run waits for the person, not the model");
+    assert.equal(env.fake.requests(key).length, 1, "the run waits for the person, not the model");
 
     // The client itself refuses a run that leaves the interrupt unanswered (no request sent).
     await assert.rejects(() => agent.runAgent(), /pending interrupt/);
-    assert.equal(fake.requests(key).length, 1);
+    assert.equal(env.fake.requests(key).length, 1);
 
     // Run 2: resume through the client's own API.
     const resume = buildResumeArray(agent.pendingInterrupts, {
@@ -162,12 +147,12 @@ describe(v0059.name, () => {
     assert.equal(v0059.protocol10, false);
     const key = `approval-tool-${v0059.tag}`;
     const callId = `call_cancel_${v0059.tag}`;
-    fake.script(
+    env.fake.script(
       key,
       toolTurn([{ id: callId, name: TOOL, arguments: ARGS }], ["Cancelling ", "it."]),
       textTurn("Done, ", "Netflix is cancelled."),
     );
-    const agent = newAgent(v0059, `${server.url}/approvals`, { prompt: `${key}: cancel my Netflix` });
+    const agent = newAgent(v0059, `${env.server.url}/approvals`, { prompt: `${key}: cancel my Netflix` });
 
     // Run 1: the call streams, the tool does not run; the question is a client tool call.
     const first = await run(agent);
@@ -194,7 +179,7 @@ describe(v0059.name, () => {
     assert.match(question.message, /cancel_subscription/);
     assert.equal(question.allowEdit, false);
     assert.equal(agent.messages.at(-1).role, "assistant");
-    assert.equal(fake.requests(key).length, 1, "the run waits for the person, not the model");
+    assert.equal(env.fake.requests(key).length, 1, "the run waits for the person, not the model");
 
     // Run 2: the page answers the approval call (as useHumanInTheLoop would).
     agent.addMessage({
@@ -227,9 +212,9 @@ describe(v0059.name, () => {
 });
 
 test("no model request went unscripted", () => {
-  assert.deepEqual(fake.unmatched, []);
+  assert.deepEqual(env.fake.unmatched, []);
 });
 
 test("the server logged no error and no panic", () => {
-  assert.deepEqual(serverErrors(server.log()), []);
+  assert.deepEqual(serverErrors(env.server.log()), []);
 });

@@ -6,10 +6,10 @@
 // client prints any warning or error. What is asserted here is the result: agent.messages,
 // agent.state, the events the client applied, and what reached the model.
 
-import { after, before, describe, test } from "node:test";
+import { describe, test } from "node:test";
 import assert from "node:assert/strict";
 
-import { startFakeOpenAI, textTurn, toolTurn, turn } from "./fake-openai.mjs";
+import { textTurn, toolTurn, turn } from "./fake-openai.mjs";
 import {
   CLIENTS,
   newAgent,
@@ -17,30 +17,14 @@ import {
   run,
   runExpectingRejection,
   serverErrors,
-  startServer,
+  withFakeUpstreamAndServer,
   types,
   userMessage,
 } from "./harness.mjs";
 
 const TIMEOUT = 30_000;
 
-let fake;
-let server;
-
-before(async () => {
-  fake = await startFakeOpenAI();
-  server = await startServer({ upstream: fake.baseUrl });
-});
-
-after(async () => {
-  await server?.stop();
-  await fake?.close();
-});
-
-/** Diagnostics for a failed assertion: the server's log tail. */
-function serverLog() {
-  return server ? server.log().split("\n").slice(-40).join("\n") : "";
-}
+const env = withFakeUpstreamAndServer();
 
 const WEATHER = { city: "Paris", temperature: 21, conditions: "sunny" };
 
@@ -88,8 +72,8 @@ for (const client of CLIENTS) {
     test(`[${client.version}] text chat: the assistant message is the scripted deltas`, { timeout: TIMEOUT }, async () => {
       const key = `text-chat-${client.tag}`;
       const deltas = ["Hello", ", wor", "ld! ", "Ünïcödé ✓ ", "🚀"];
-      fake.script(key, textTurn(...deltas));
-      const agent = newAgent(client, `${server.url}/`, { prompt: `${key}: say hello` });
+      env.fake.script(key, textTurn(...deltas));
+      const agent = newAgent(client, `${env.server.url}/`, { prompt: `${key}: say hello` });
 
       const { events, result } = await run(agent);
 
@@ -116,8 +100,8 @@ for (const client of CLIENTS) {
         assert.equal("usage" in finished, false, JSON.stringify(finished));
       }
 
-      const requests = fake.requests(key);
-      assert.equal(requests.length, 1, serverLog());
+      const requests = env.fake.requests(key);
+      assert.equal(requests.length, 1, env.serverLog());
       assert.equal(requests[0].stream, true);
       assert.deepEqual(
         conversation(requests[0]).map((m) => [m.role, m.content]),
@@ -130,12 +114,12 @@ for (const client of CLIENTS) {
       const key = `backend-tool-${client.tag}`;
       const callId = `call_weather_${client.tag}`;
       const args = { location: "Paris" };
-      fake.script(
+      env.fake.script(
         key,
         toolTurn([{ id: callId, name: "get_weather", arguments: args }], ["Let me ", "check."]),
         textTurn("It is ", "sunny in Paris."),
       );
-      const agent = newAgent(client, `${server.url}/`, { prompt: `${key}: weather in Paris?` });
+      const agent = newAgent(client, `${env.server.url}/`, { prompt: `${key}: weather in Paris?` });
 
       const { events } = await run(agent);
 
@@ -165,8 +149,8 @@ for (const client of CLIENTS) {
       else assert.equal("outcome" in finished, false);
 
       // The model's second call has the call and the result, in that order.
-      const requests = fake.requests(key);
-      assert.equal(requests.length, 2, serverLog());
+      const requests = env.fake.requests(key);
+      assert.equal(requests.length, 2, env.serverLog());
       const second = conversation(requests[1]);
       assert.deepEqual(second.map((m) => m.role), ["user", "assistant", "tool"]);
       assert.equal(second[1].tool_calls[0].id, callId);
@@ -180,12 +164,12 @@ for (const client of CLIENTS) {
       const key = `client-tool-${client.tag}`;
       const callId = `call_bg_${client.tag}`;
       const args = { background: "linear-gradient(#fa0,#f0a)" };
-      fake.script(
+      env.fake.script(
         key,
         toolTurn([{ id: callId, name: CHANGE_BACKGROUND.name, arguments: args }]),
         textTurn("Done, ", "the background is orange."),
       );
-      const agent = newAgent(client, `${server.url}/`, { prompt: `${key}: make it orange` });
+      const agent = newAgent(client, `${env.server.url}/`, { prompt: `${key}: make it orange` });
 
       // Run 1: the model calls the client tool; the server cannot run it.
       const first = await run(agent, { tools: [CHANGE_BACKGROUND] });
@@ -198,8 +182,8 @@ for (const client of CLIENTS) {
       assert.equal(call[0].id, callId);
       assert.equal(call[0].function.name, CHANGE_BACKGROUND.name);
       assert.deepEqual(JSON.parse(call[0].function.arguments), args);
-      assert.equal(fake.requests(key).length, 1, "the run waits for the client, not the model");
-      const offered = fake.requests(key)[0].tools.map((t) => t.function.name).sort();
+      assert.equal(env.fake.requests(key).length, 1, "the run waits for the client, not the model");
+      const offered = env.fake.requests(key)[0].tools.map((t) => t.function.name).sort();
       assert.deepEqual(offered, ["change_background", "get_weather"]);
 
       // Run 2: the client answers the call.
@@ -214,8 +198,8 @@ for (const client of CLIENTS) {
       assertLifecycle(second.events);
       assert.deepEqual(agent.messages.map((m) => m.role), ["user", "assistant", "tool", "assistant"]);
       assert.equal(agent.messages[3].content, "Done, the background is orange.");
-      const requests = fake.requests(key);
-      assert.equal(requests.length, 2, serverLog());
+      const requests = env.fake.requests(key);
+      assert.equal(requests.length, 2, env.serverLog());
       const history = conversation(requests[1]);
       assert.deepEqual(history.map((m) => m.role), ["user", "assistant", "tool"]);
       assert.equal(history[1].tool_calls.length, 1);
@@ -236,14 +220,14 @@ for (const client of CLIENTS) {
         const key = `pending-outcome-${client.tag}`;
         const serverCall = `call_srv_${client.tag}`;
         const clientCall = `call_cli_${client.tag}`;
-        fake.script(
+        env.fake.script(
           key,
           toolTurn([
             { id: serverCall, name: "get_weather", arguments: { location: "Paris" } },
             { id: clientCall, name: CHANGE_BACKGROUND.name, arguments: { background: "blue" } },
           ]),
         );
-        const agent = newAgent(client, `${server.url}/`, { prompt: `${key}: weather, then paint it blue` });
+        const agent = newAgent(client, `${env.server.url}/`, { prompt: `${key}: weather, then paint it blue` });
 
         const { events, result } = await run(agent, { tools: [CHANGE_BACKGROUND] });
 
@@ -263,20 +247,20 @@ for (const client of CLIENTS) {
         assert.deepEqual(assistant.toolCalls.map((c) => c.id), [serverCall, clientCall]);
         const tools = agent.messages.filter((m) => m.role === "tool");
         assert.deepEqual(tools.map((m) => m.toolCallId), [serverCall]);
-        assert.equal(fake.requests(key).length, 1, serverLog());
+        assert.equal(env.fake.requests(key).length, 1, env.serverLog());
       },
     );
 
     test(`[${client.version}] shared state: a state tool updates agent.state, kept across a text-only run`, { timeout: TIMEOUT }, async () => {
       const key = `shared-state-${client.tag}`;
       const recipe = { title: `Pasta ${client.tag}`, ingredients: ["spaghetti", "tomatoes", "basil"] };
-      fake.script(
+      env.fake.script(
         key,
         toolTurn([{ id: `call_recipe_${client.tag}`, name: "update_recipe", arguments: { recipe } }]),
         textTurn("Recipe ", "saved."),
         textTurn("It serves ", "two."),
       );
-      const agent = newAgent(client, `${server.url}/recipe`, { prompt: `${key}: a pasta recipe please` });
+      const agent = newAgent(client, `${env.server.url}/recipe`, { prompt: `${key}: a pasta recipe please` });
       const seen = [];
       agent.subscribe({ onStateChanged: ({ state }) => seen.push(structuredClone(state)) });
 
@@ -301,8 +285,8 @@ for (const client of CLIENTS) {
       assert.deepEqual(agent.state, { recipe: { ...recipe, skill_level: "Beginner" } });
       assert.equal(ofType(second.events, "STATE_DELTA").length, 0);
       assert.equal(agent.messages.at(-1).content, "It serves two.");
-      const requests = fake.requests(key);
-      assert.equal(requests.length, 3, serverLog());
+      const requests = env.fake.requests(key);
+      assert.equal(requests.length, 3, env.serverLog());
       const prompt = systemPrompt(requests[2]);
       assert.ok(prompt.includes(`Pasta ${client.tag}`), `the state is in the prompt of run 2:\n${prompt}`);
       assert.ok(!systemPrompt(requests[0]).includes("Pasta"), "run 1 started with an empty state");
@@ -320,12 +304,12 @@ for (const client of CLIENTS) {
         ],
         instructions: ["Heat the cream slowly until it steams, then take it off the heat and let it rest."],
       };
-      fake.script(
+      env.fake.script(
         key,
         toolTurn([{ id: `call_predict_${client.tag}`, name: "update_recipe", arguments: { recipe } }]),
         textTurn("Recipe ", "saved."),
       );
-      const agent = newAgent(client, `${server.url}/writer`, {
+      const agent = newAgent(client, `${env.server.url}/writer`, {
         prompt: `${key}: a dessert please`,
         state: { theme: "dark" },
       });
@@ -352,7 +336,7 @@ for (const client of CLIENTS) {
 
     test(`[${client.version}] bad input: a state that breaks the schema makes runAgent() reject with 422`, { timeout: TIMEOUT }, async () => {
       const key = `bad-state-${client.tag}`;
-      const agent = newAgent(client, `${server.url}/recipe`, {
+      const agent = newAgent(client, `${env.server.url}/recipe`, {
         prompt: `${key}: hello`,
         state: { recipe: { title: 42 } },
       });
@@ -364,12 +348,12 @@ for (const client of CLIENTS) {
       assert.match(error.payload.error.message, /title/);
       assert.match(error.message, /^HTTP 422/);
       assert.deepEqual(agent.state, { recipe: { title: 42 } }, "the state is left alone");
-      assert.equal(fake.requests(key).length, 0, "the model is never called");
+      assert.equal(env.fake.requests(key).length, 0, "the model is never called");
     });
 
     test(`[${client.version}] bad input: an invalid client tool name makes runAgent() reject with 422`, { timeout: TIMEOUT }, async () => {
       const key = `bad-tool-${client.tag}`;
-      const agent = newAgent(client, `${server.url}/`, { prompt: `${key}: hello` });
+      const agent = newAgent(client, `${env.server.url}/`, { prompt: `${key}: hello` });
 
       const { error } = await runExpectingRejection(agent, {
         tools: [{ ...CHANGE_BACKGROUND, name: "change background!" }],
@@ -377,11 +361,11 @@ for (const client of CLIENTS) {
 
       assert.equal(error.status, 422, String(error));
       assert.equal(error.payload?.error?.code, "invalid_tool", JSON.stringify(error.payload));
-      assert.equal(fake.requests(key).length, 0);
+      assert.equal(env.fake.requests(key).length, 0);
     });
 
     test(`[${client.version}] bad input: an unknown agent makes runAgent() reject with 404`, { timeout: TIMEOUT }, async () => {
-      const agent = newAgent(client, `${server.url}/no_such_agent`, { prompt: "hello" });
+      const agent = newAgent(client, `${env.server.url}/no_such_agent`, { prompt: "hello" });
 
       const { error } = await runExpectingRejection(agent);
 
@@ -392,9 +376,9 @@ for (const client of CLIENTS) {
 }
 
 test("no model request went unscripted", () => {
-  assert.deepEqual(fake.unmatched, []);
+  assert.deepEqual(env.fake.unmatched, []);
 });
 
 test("the server logged no error and no panic", () => {
-  assert.deepEqual(serverErrors(server.log()), []);
+  assert.deepEqual(serverErrors(env.server.log()), []);
 });

@@ -10,9 +10,12 @@ import net from "node:net";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { createRequire } from "node:module";
+import { after, before } from "node:test";
 
 import * as client1 from "agui-client-1";
 import * as client0059 from "agui-client-0059";
+
+import { startFakeOpenAI } from "./fake-openai.mjs";
 
 export const E2E_DIR = path.dirname(fileURLToPath(import.meta.url));
 export const REPO_ROOT = path.resolve(E2E_DIR, "..", "..");
@@ -78,6 +81,28 @@ const running = new Set();
 process.on("exit", () => {
   for (const child of running) child.kill("SIGKILL");
 });
+
+/**
+ * Registers the file's `before` and `after` hooks: a fake OpenAI-compatible upstream and a server
+ * configured against it, stopped at the end. The returned object's `fake` and `server` are set
+ * once the hooks ran; `serverLog()` is the server's log tail, for assertion messages.
+ */
+export function withFakeUpstreamAndServer() {
+  const env = {
+    fake: undefined,
+    server: undefined,
+    serverLog: () => (env.server ? env.server.log().split("\n").slice(-40).join("\n") : ""),
+  };
+  before(async () => {
+    env.fake = await startFakeOpenAI();
+    env.server = await startServer({ upstream: env.fake.baseUrl });
+  });
+  after(async () => {
+    await env.server?.stop();
+    await env.fake?.close();
+  });
+  return env;
+}
 
 /**
  * Starts the server binary with environment-only configuration and waits for GET /health.

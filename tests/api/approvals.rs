@@ -23,7 +23,7 @@ use axum::extract::State;
 use axum::http::Uri;
 use serde_json::{json, Value};
 
-use crate::fake_llm::{chunks, FakeLlm, Reply};
+use crate::fake_llm::{chunks, Reply};
 use crate::helpers::*;
 use crate::verify::{assert_0x_compatible, assert_well_formed};
 
@@ -987,26 +987,12 @@ struct StoppableApp {
 
 /// Like `spawn_app`, but the server stops when told.
 async fn spawn_stoppable(configure: impl FnOnce(&mut Settings)) -> StoppableApp {
-    let fake = FakeLlm::start().await;
-    let mut settings = test_settings(&fake);
-    configure(&mut settings);
-    let app = agui_host::app::App::build(settings)
-        .await
-        .expect("the app builds");
-    let address = format!("http://{}", app.local_addr());
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let task = tokio::spawn(app.run_until(async move {
+    let (app, task) = spawn_app_until(configure, async move {
         let _ = stopped.await;
-    }));
-    StoppableApp {
-        app: TestApp {
-            address,
-            fake,
-            client: reqwest::Client::new(),
-        },
-        stop,
-        task,
-    }
+    })
+    .await;
+    StoppableApp { app, stop, task }
 }
 
 impl StoppableApp {

@@ -32,6 +32,15 @@ pub(crate) fn test_settings(fake: &FakeLlm) -> Settings {
 /// Starts the app on a random port, talking to a fresh fake upstream, with `configure` applied
 /// last. Retries are off unless a test turns them on.
 pub(crate) async fn spawn_app(configure: impl FnOnce(&mut Settings)) -> TestApp {
+    spawn_app_until(configure, std::future::pending()).await.0
+}
+
+/// Like `spawn_app`, but the server shuts down (gracefully) once `shutdown` completes; the
+/// task's result is the server's.
+pub(crate) async fn spawn_app_until(
+    configure: impl FnOnce(&mut Settings),
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> (TestApp, tokio::task::JoinHandle<std::io::Result<()>>) {
     let fake = FakeLlm::start().await;
     let mut settings = test_settings(&fake);
     configure(&mut settings);
@@ -39,13 +48,14 @@ pub(crate) async fn spawn_app(configure: impl FnOnce(&mut Settings)) -> TestApp 
     let app = agui_host::app::App::build(settings)
         .await
         .expect("the app builds");
-    let addr = app.local_addr();
-    tokio::spawn(app.run());
-    TestApp {
-        address: format!("http://{addr}"),
+    let address = format!("http://{}", app.local_addr());
+    let task = tokio::spawn(app.run_until(shutdown));
+    let app = TestApp {
+        address,
         fake,
         client: reqwest::Client::new(),
-    }
+    };
+    (app, task)
 }
 
 /// A static server tool, as `config/default.toml` declares them.

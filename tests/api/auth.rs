@@ -75,20 +75,10 @@ async fn a_bearer_token_or_an_api_key_runs_the_agent() {
 async fn health_and_ready_need_no_token_and_metrics_does_by_default() {
     let app = spawn_with_auth(true).await;
     for path in ["/health", "/ready"] {
-        let response = app
-            .client
-            .get(format!("{}{path}", app.address))
-            .send()
-            .await
-            .unwrap();
+        let response = app.get(path).await;
         assert_eq!(response.status(), 200, "{path}");
     }
-    let metrics = app
-        .client
-        .get(format!("{}/metrics", app.address))
-        .send()
-        .await
-        .unwrap();
+    let metrics = app.get("/metrics").await;
     assert_eq!(metrics.status(), 401);
     let metrics = app
         .client
@@ -104,12 +94,7 @@ async fn health_and_ready_need_no_token_and_metrics_does_by_default() {
 async fn metrics_can_be_left_open_for_the_scraper() {
     let app = spawn_with_auth(false).await;
 
-    let metrics = app
-        .client
-        .get(format!("{}/metrics", app.address))
-        .send()
-        .await
-        .unwrap();
+    let metrics = app.get("/metrics").await;
 
     assert_eq!(metrics.status(), 200);
     let run = post_with(&app, None).await;

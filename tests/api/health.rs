@@ -8,12 +8,7 @@ use crate::helpers::*;
 async fn health_answers_ok_without_calling_the_model() {
     let app = spawn_app(|_| {}).await;
 
-    let response = app
-        .client
-        .get(format!("{}/health", app.address))
-        .send()
-        .await
-        .expect("the app answers");
+    let response = app.get("/health").await;
 
     assert_eq!(response.status(), 200);
     assert!(content_type(&response).starts_with("application/json"));

@@ -90,6 +90,15 @@ pub(crate) fn default_weather_result() -> Value {
 
 impl TestApp {
     /// POSTs a run input the way `HttpAgent` does.
+    /// `GET <path>`.
+    pub(crate) async fn get(&self, path: &str) -> reqwest::Response {
+        self.client
+            .get(format!("{}{path}", self.address))
+            .send()
+            .await
+            .expect("the app answers")
+    }
+
     pub(crate) async fn post_run(&self, path: &str, body: &Value) -> reqwest::Response {
         self.post_raw(path, serde_json::to_vec(body).unwrap()).await
     }

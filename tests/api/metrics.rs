@@ -18,12 +18,7 @@ fn samples(text: &str) -> BTreeMap<String, f64> {
 }
 
 async fn scrape(app: &TestApp) -> BTreeMap<String, f64> {
-    let response = app
-        .client
-        .get(format!("{}/metrics", app.address))
-        .send()
-        .await
-        .unwrap();
+    let response = app.get("/metrics").await;
     assert_eq!(response.status(), 200);
     let content_type = content_type(&response);
     assert!(
@@ -132,11 +127,6 @@ async fn a_run_refused_for_lack_of_slots_is_counted_as_rejected() {
 #[tokio::test]
 async fn metrics_can_be_turned_off() {
     let app = spawn_app(|s| s.metrics.enabled = false).await;
-    let response = app
-        .client
-        .get(format!("{}/metrics", app.address))
-        .send()
-        .await
-        .unwrap();
+    let response = app.get("/metrics").await;
     assert!(response.status().is_client_error(), "{}", response.status());
 }

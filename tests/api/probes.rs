@@ -4,19 +4,11 @@ use serde_json::Value;
 
 use crate::helpers::*;
 
-async fn get(app: &TestApp, path: &str) -> reqwest::Response {
-    app.client
-        .get(format!("{}{path}", app.address))
-        .send()
-        .await
-        .expect("the app answers")
-}
-
 #[tokio::test]
 async fn ready_answers_200_once_configured_without_calling_the_model() {
     let app = spawn_app(|_| {}).await;
 
-    let response = get(&app, "/ready").await;
+    let response = app.get("/ready").await;
 
     assert_eq!(response.status(), 200);
     let body: Value = response.json().await.unwrap();
@@ -30,7 +22,7 @@ async fn ready_can_check_that_the_model_server_answers() {
     let app = spawn_app(|s| s.server.ready.check_upstream = true).await;
 
     for _ in 0..3 {
-        let response = get(&app, "/ready").await;
+        let response = app.get("/ready").await;
         assert_eq!(response.status(), 200);
         let body: Value = response.json().await.unwrap();
         assert_eq!(body["checks"]["upstream"], "ok", "{body}");
@@ -56,12 +48,12 @@ async fn ready_is_503_when_the_model_server_is_unreachable() {
     })
     .await;
 
-    let response = get(&app, "/ready").await;
+    let response = app.get("/ready").await;
 
     assert_eq!(response.status(), 503);
     let body: Value = response.json().await.unwrap();
     assert_eq!(body["reason"], "upstream_unreachable", "{body}");
-    let health = get(&app, "/health").await;
+    let health = app.get("/health").await;
     assert_eq!(
         health.status(),
         200,
@@ -73,7 +65,7 @@ async fn ready_is_503_when_the_model_server_is_unreachable() {
 async fn a_request_id_is_generated_or_echoed() {
     let app = spawn_app(|_| {}).await;
 
-    let generated = get(&app, "/health").await;
+    let generated = app.get("/health").await;
     let id = generated.headers()["x-request-id"].to_str().unwrap();
     assert_eq!(id.len(), 36, "a UUID: {id}");
 

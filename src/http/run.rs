@@ -143,6 +143,7 @@ fn event_stream(
 impl Pump {
     async fn step(mut self) -> Option<(Result<Bytes, Infallible>, Pump)> {
         let mut out = Vec::new();
+        let events_before = self.encoder.events_written();
         let updates = self.updates.as_mut()?;
         if self.bytes_sent == 0 {
             // RUN_STARTED goes out before the model is even called: time to first byte is ours.
@@ -200,8 +201,7 @@ impl Pump {
             }
         }
         self.bytes_sent += out.len();
-        // Frames are `data: <one-line json>\n\n`, so each blank line ends one event.
-        let events = out.windows(2).filter(|w| w == b"\n\n").count();
+        let events = self.encoder.events_written() - events_before;
         self.count_write(events, out.len());
         if self.updates.is_none() {
             // The terminal event is in `out`: free the run's slot now, not when the client has
@@ -211,9 +211,9 @@ impl Pump {
         Some((Ok(Bytes::from(out)), self))
     }
 
-    fn count_write(&self, events: usize, bytes: usize) {
+    fn count_write(&self, events: u64, bytes: usize) {
         if let Some(guard) = &self.guard {
-            guard.on_write(u64::try_from(events).unwrap_or(u64::MAX), bytes);
+            guard.on_write(events, bytes);
         }
     }
 

@@ -86,6 +86,8 @@ pub struct RunEncoder {
     interrupts: Vec<Interrupt>,
     /// Whether every event carries a `timestamp` (integer milliseconds).
     timestamps: bool,
+    /// Events written so far, for metrics.
+    events_written: u64,
 }
 
 impl RunEncoder {
@@ -104,7 +106,13 @@ impl RunEncoder {
             usage: Vec::new(),
             interrupts: Vec::new(),
             timestamps: true,
+            events_written: 0,
         }
+    }
+
+    /// How many events this encoder has written.
+    pub fn events_written(&self) -> u64 {
+        self.events_written
     }
 
     /// Leaves `timestamp` out of every event (deterministic output for golden tests).
@@ -408,14 +416,16 @@ impl RunEncoder {
         }
     }
 
-    fn write(&self, body: EventBody, out: &mut Vec<u8>) -> Result<(), EncodeError> {
+    fn write(&mut self, body: EventBody, out: &mut Vec<u8>) -> Result<(), EncodeError> {
         let event = Event {
             body,
             timestamp: self.timestamps.then(now_millis),
             raw_event: None,
             metadata: None,
         };
-        write_frame(&event, out)
+        write_frame(&event, out)?;
+        self.events_written += 1;
+        Ok(())
     }
 }
 

@@ -43,7 +43,7 @@ use crate::protocol::{
 pub use chat::{ChatAgent, ChatAgentConfig};
 pub use history::{to_chat_messages, SYNTHETIC_MISSING_RESULT};
 pub use mapper::{map_updates, UpdateMapper};
-pub use state_view::{apply_update, escape_pointer_token};
+pub use state_view::{add_member, apply_update};
 
 /// The updates of one run, in order. `'static` so it outlives the handler; boxed so `Agent`
 /// stays dyn-compatible.

@@ -2,6 +2,8 @@
 //! update becomes the event that takes the client from its state to the new one, so the two
 //! views stay in step and later deltas apply.
 
+use json_patch::jsonptr::PointerBuf;
+use json_patch::{AddOperation, Patch, PatchOperation};
 use serde_json::Value;
 
 use crate::protocol::{EventBody, StateDelta, StateSnapshot};
@@ -58,14 +60,12 @@ fn apply_into(
                 events.push(snapshot_event(state.clone()));
                 return Ok(());
             };
-            let operations: Vec<Value> = members
-                .iter()
-                .map(|(key, value)| {
-                    serde_json::json!({"op": "add", "path": format!("/{}", escape_pointer_token(key)), "value": value})
-                })
-                .collect();
-            let patch: json_patch::Patch = serde_json::from_value(Value::Array(operations))
-                .map_err(|e| format!("internal: could not build a patch: {e}"))?;
+            let patch = Patch(
+                members
+                    .iter()
+                    .map(|(key, value)| add_member(key, value.clone()))
+                    .collect(),
+            );
             object.extend(members);
             events.push(delta_event(patch));
         }
@@ -73,9 +73,13 @@ fn apply_into(
     Ok(())
 }
 
-/// RFC 6901 escaping of one reference token: `~` becomes `~0`, `/` becomes `~1`.
-pub fn escape_pointer_token(token: &str) -> String {
-    token.replace('~', "~0").replace('/', "~1")
+/// An `add` of the top-level member `key` (RFC 6901-escaped by `jsonptr`): it creates or
+/// replaces that member and leaves every other key of an object state alone.
+pub fn add_member(key: &str, value: Value) -> PatchOperation {
+    PatchOperation::Add(AddOperation {
+        path: PointerBuf::from_tokens([key]),
+        value,
+    })
 }
 
 fn snapshot_event(snapshot: Value) -> EventBody {

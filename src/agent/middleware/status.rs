@@ -15,7 +15,7 @@ use futures_util::stream::{self, StreamExt};
 use serde_json::{json, Value};
 
 use crate::agent::{
-    escape_pointer_token, map_updates, Agent, AgentError, AgentStream, AgentUpdate, RunRequest,
+    add_member, map_updates, Agent, AgentError, AgentStream, AgentUpdate, RunRequest,
     UpdateMapper,
 };
 use crate::protocol::{EventBody, StateDelta};
@@ -44,7 +44,7 @@ impl Agent for StatusSnapshots {
         // A client that sent no state holds `{}`, which takes patches.
         let state_is_object = request.state.as_ref().is_none_or(Value::is_object);
         let mapper = StatusMapper {
-            path: format!("/{}", escape_pointer_token(&self.key)),
+            key: self.key.clone(),
             state_is_object,
         };
         let mut first = Vec::new();
@@ -57,8 +57,8 @@ impl Agent for StatusSnapshots {
 }
 
 struct StatusMapper {
-    /// RFC 6901 pointer of the status key.
-    path: String,
+    /// The state key the status is published under.
+    key: String,
     /// Whether the client's state is an object, so an `add` of a member applies.
     state_is_object: bool,
 }
@@ -72,14 +72,10 @@ impl StatusMapper {
         if let Some(tool) = tool {
             status["tool"] = Value::String(tool.to_owned());
         }
-        let patch = json!([{"op": "add", "path": self.path, "value": status}]);
-        match serde_json::from_value::<json_patch::Patch>(patch) {
-            Ok(delta) => out.push(AgentUpdate::Event(EventBody::StateDelta(StateDelta {
-                delta,
-                subagent_run_id: None,
-            }))),
-            Err(error) => tracing::error!(%error, "could not build a status patch"),
-        }
+        out.push(AgentUpdate::Event(EventBody::StateDelta(StateDelta {
+            delta: json_patch::Patch(vec![add_member(&self.key, status)]),
+            subagent_run_id: None,
+        })));
     }
 }
 

@@ -59,7 +59,7 @@ pub mod telemetry;
 pub mod tools;
 
 #[cfg(test)]
-mod test_rng;
+mod test_choices;
 
 pub use app::{App, AppError};
 pub use settings::Settings;

@@ -15,8 +15,7 @@ use futures_util::stream::{self, StreamExt};
 use serde_json::{json, Value};
 
 use crate::agent::{
-    add_member, map_updates, Agent, AgentError, AgentStream, AgentUpdate, RunRequest,
-    UpdateMapper,
+    add_member, map_updates, Agent, AgentError, AgentStream, AgentUpdate, RunRequest, UpdateMapper,
 };
 use crate::protocol::{EventBody, StateDelta};
 

@@ -1,13 +1,13 @@
 //! Hostile input to the decoder: a corpus of known-nasty bodies, and a property test that feeds
-//! it generated ones for a bounded time. The property, for every input: no panic, and either a
-//! `RunAgentInput` within the input limits or a 4xx whose body is `{"error":{"code","message"}}`.
+//! it generated ones. The property, for every input: no panic, and either a `RunAgentInput`
+//! within the input limits or a 4xx whose body is `{"error":{"code","message"}}`.
 //!
-//! The generator is a seeded xorshift rather than `proptest`: no new dependency, no shrinking
-//! needed (a failure prints the seed and the input), and the time budget is ours to set.
-//! `AGUI_FUZZ_SECS` (default 3) sets the budget, `AGUI_FUZZ_SEED` replays a seed.
+//! The generator is grammar-shaped (a body, its messages, their fields, then damage to the value
+//! or to the bytes); it reads its decisions from a proptest choice sequence (`test_choices`), so
+//! a failure is shrunk to a short sequence, that is a small body. `PROPTEST_CASES` runs more.
 
+use std::cell::Cell;
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::time::{Duration, Instant};
 
 use axum::response::IntoResponse;
 use futures_util::FutureExt;
@@ -17,7 +17,9 @@ use super::decode_run_input;
 use crate::agent::RunRequest;
 use crate::settings::InputLimitSettings;
 
-use crate::test_rng::Rng;
+use proptest::test_runner::{Config as ProptestConfig, TestCaseError, TestRunner};
+
+use crate::test_choices::{choice_bytes, config_with_cases, Choices};
 
 /// Checks the property on one body; `Err` describes the violation.
 fn check(bytes: &[u8], limits: &InputLimitSettings) -> Result<(), String> {
@@ -291,7 +293,7 @@ fn each_input_limit_is_refused_with_its_own_code() {
 
 // ---- the generator ----------------------------------------------------------------------------
 
-fn any_string(rng: &mut Rng) -> String {
+fn any_string(rng: &mut Choices<'_>) -> String {
     const PIECES: &[&str] = &[
         "", "a", "user", "tool", "\u{0}", "\n", "\"", "\\", "é", "😀", "\u{2028}", "</s>", "{",
         "]", "1.0", "function", "text", "image", "null",
@@ -302,7 +304,7 @@ fn any_string(rng: &mut Rng) -> String {
     }
 }
 
-fn any_number(rng: &mut Rng) -> Value {
+fn any_number(rng: &mut Choices<'_>) -> Value {
     match rng.below(6) {
         0 => json!(0),
         1 => json!(i64::MIN),
@@ -314,7 +316,7 @@ fn any_number(rng: &mut Rng) -> Value {
 }
 
 /// Any JSON value, nested up to `depth`.
-fn any_value(rng: &mut Rng, depth: usize) -> Value {
+fn any_value(rng: &mut Choices<'_>, depth: usize) -> Value {
     match rng.below(if depth == 0 { 4 } else { 6 }) {
         0 => Value::Null,
         1 => Value::Bool(rng.percent(50)),
@@ -337,10 +339,10 @@ fn any_value(rng: &mut Rng, depth: usize) -> Value {
 
 /// A field that is mostly well typed: absent, null, a random value, or `good`.
 fn field(
-    rng: &mut Rng,
+    rng: &mut Choices<'_>,
     map: &mut Map<String, Value>,
     key: &str,
-    good: impl FnOnce(&mut Rng) -> Value,
+    good: impl FnOnce(&mut Choices<'_>) -> Value,
 ) {
     match rng.below(20) {
         0 => {}
@@ -358,11 +360,11 @@ fn field(
     }
 }
 
-fn string(rng: &mut Rng) -> Value {
+fn string(rng: &mut Choices<'_>) -> Value {
     Value::String(any_string(rng))
 }
 
-fn metadata(rng: &mut Rng) -> Value {
+fn metadata(rng: &mut Choices<'_>) -> Value {
     let value = any_value(rng, 2);
     if value.is_object() {
         value
@@ -371,7 +373,7 @@ fn metadata(rng: &mut Rng) -> Value {
     }
 }
 
-fn part(rng: &mut Rng) -> Value {
+fn part(rng: &mut Choices<'_>) -> Value {
     let kind = *rng.pick(&[
         "text", "image", "audio", "video", "document", "binary", "weird",
     ]);
@@ -396,7 +398,7 @@ fn part(rng: &mut Rng) -> Value {
     Value::Object(map)
 }
 
-fn content(rng: &mut Rng) -> Value {
+fn content(rng: &mut Choices<'_>) -> Value {
     if rng.percent(50) {
         string(rng)
     } else {
@@ -404,7 +406,7 @@ fn content(rng: &mut Rng) -> Value {
     }
 }
 
-fn tool_call(rng: &mut Rng) -> Value {
+fn tool_call(rng: &mut Choices<'_>) -> Value {
     let mut map = Map::new();
     field(rng, &mut map, "id", string);
     field(rng, &mut map, "type", |_| json!("function"));
@@ -419,7 +421,7 @@ fn tool_call(rng: &mut Rng) -> Value {
     Value::Object(map)
 }
 
-fn message(rng: &mut Rng) -> Value {
+fn message(rng: &mut Choices<'_>) -> Value {
     let role = *rng.pick(&[
         "developer",
         "system",
@@ -459,7 +461,7 @@ fn message(rng: &mut Rng) -> Value {
     Value::Object(map)
 }
 
-fn run_input(rng: &mut Rng) -> Value {
+fn run_input(rng: &mut Choices<'_>) -> Value {
     let mut map = Map::new();
     field(rng, &mut map, "threadId", string);
     field(rng, &mut map, "runId", string);
@@ -518,7 +520,7 @@ fn run_input(rng: &mut Rng) -> Value {
 }
 
 /// Drops, replaces or retypes one value somewhere inside `value`.
-fn mutate_value(rng: &mut Rng, value: &mut Value) {
+fn mutate_value(rng: &mut Choices<'_>, value: &mut Value) {
     let descend = rng.percent(60);
     match value {
         Value::Object(map) if !map.is_empty() => {
@@ -560,7 +562,7 @@ fn mutate_value(rng: &mut Rng, value: &mut Value) {
 }
 
 /// Text-level damage: what a JSON value cannot express (bad bytes, duplicate keys, big numbers).
-fn mutate_bytes(rng: &mut Rng, bytes: &mut Vec<u8>) {
+fn mutate_bytes(rng: &mut Choices<'_>, bytes: &mut Vec<u8>) {
     const INSERTS: &[&[u8]] = &[
         b"\xff",
         b"\xc3\x28",
@@ -607,7 +609,7 @@ fn mutate_bytes(rng: &mut Rng, bytes: &mut Vec<u8>) {
 }
 
 /// One generated body.
-fn generate(rng: &mut Rng) -> Vec<u8> {
+fn generate(rng: &mut Choices<'_>) -> Vec<u8> {
     match rng.below(10) {
         0 => (0..rng.below(512))
             .map(|_| u8::try_from(rng.below(256)).unwrap_or(0))
@@ -647,21 +649,6 @@ fn generate(rng: &mut Rng) -> Vec<u8> {
 
 #[test]
 fn generated_inputs_never_panic_and_are_refused_with_a_4xx_json_or_accepted() {
-    let budget = std::env::var("AGUI_FUZZ_SECS")
-        .ok()
-        .and_then(|s| s.parse::<f64>().ok())
-        .filter(|s| s.is_finite() && *s >= 0.0)
-        .unwrap_or(3.0);
-    let seed = std::env::var("AGUI_FUZZ_SEED")
-        .ok()
-        .and_then(|s| s.parse::<u64>().ok())
-        .unwrap_or_else(|| {
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map_or(1, |d| {
-                    u64::try_from(d.as_nanos() % u128::from(u64::MAX)).unwrap_or(1)
-                })
-        });
     // Small limits now and then, so the limit checks see generated input too.
     let small = InputLimitSettings {
         max_messages: 2,
@@ -671,32 +658,34 @@ fn generated_inputs_never_panic_and_are_refused_with_a_4xx_json_or_accepted() {
         max_context_bytes: 8,
     };
     let default = InputLimitSettings::default();
-    let started = Instant::now();
-    let deadline = started + Duration::from_secs_f64(budget);
-    let mut cases = 0u64;
-    let mut accepted = 0u64;
-    while cases == 0 || Instant::now() < deadline {
-        // One seed per case, so a failure replays alone.
-        let case_seed = seed.wrapping_add(cases);
-        let mut rng = Rng::new(case_seed);
+    let accepted = Cell::new(0u32);
+    let mut runner = TestRunner::new(ProptestConfig {
+        // The manual runner has no source file to keep regressions beside; a failure prints
+        // its shrunk body instead.
+        failure_persistence: None,
+        ..config_with_cases(3_000)
+    });
+    let result = runner.run(&choice_bytes(2_048), |bytes| {
+        let mut rng = Choices::new(&bytes);
         let body = generate(&mut rng);
         let limits = if rng.percent(20) { &small } else { &default };
-        if let Err(violation) = check(&body, limits) {
+        check(&body, limits).map_err(|violation| {
             let shown = String::from_utf8_lossy(&body[..body.len().min(600)]);
-            panic!(
-                "case seed {case_seed} (AGUI_FUZZ_SEED={case_seed} replays it): {violation}; \
-                 input ({} bytes): {shown}",
+            TestCaseError::fail(format!(
+                "{violation}; input ({} bytes): {shown}",
                 body.len()
-            );
-        }
+            ))
+        })?;
         if decode_run_input(&body, limits).is_ok() {
-            accepted += 1;
+            accepted.set(accepted.get() + 1);
         }
-        cases += 1;
+        Ok(())
+    });
+    if let Err(failure) = result {
+        panic!("{failure}");
     }
-    eprintln!(
-        "decode fuzz: {cases} cases ({accepted} accepted) in {:.1} s from seed {seed}",
-        started.elapsed().as_secs_f64()
+    assert!(
+        accepted.get() > 0,
+        "the generator never produced a valid input"
     );
-    assert!(accepted > 0, "the generator never produced a valid input");
 }

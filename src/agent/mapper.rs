@@ -160,14 +160,10 @@ mod tests {
     use super::testing::*;
     use super::*;
     use crate::agent::Agent;
-    use crate::protocol::{Custom, EventBody};
+    use crate::protocol::EventBody;
 
     fn custom(name: &str) -> AgentUpdate {
-        AgentUpdate::Event(EventBody::Custom(Custom {
-            name: name.into(),
-            value: serde_json::Value::Null,
-            subagent_run_id: None,
-        }))
+        AgentUpdate::Event(EventBody::custom(name, serde_json::Value::Null))
     }
 
     /// Doubles every update and appends one at the end.

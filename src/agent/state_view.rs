@@ -6,7 +6,7 @@ use json_patch::jsonptr::PointerBuf;
 use json_patch::{AddOperation, Patch, PatchOperation};
 use serde_json::Value;
 
-use crate::protocol::{EventBody, StateDelta, StateSnapshot};
+use crate::protocol::EventBody;
 use crate::tools::StateUpdate;
 
 /// Applies `update` to `state` and returns the events that bring the client along (none when
@@ -40,11 +40,11 @@ fn apply_into(
         }
         StateUpdate::Snapshot(snapshot) => {
             *state = snapshot.clone();
-            events.push(snapshot_event(snapshot));
+            events.push(EventBody::state_snapshot(snapshot));
         }
         StateUpdate::Delta(patch) => {
             json_patch::patch(state, &patch).map_err(|e| e.to_string())?;
-            events.push(delta_event(patch));
+            events.push(EventBody::state_delta(patch));
         }
         StateUpdate::SetIfAbsent(mut members) => {
             if let Value::Object(object) = state {
@@ -57,7 +57,7 @@ fn apply_into(
         StateUpdate::Set(members) => {
             let Value::Object(object) = state else {
                 *state = Value::Object(members);
-                events.push(snapshot_event(state.clone()));
+                events.push(EventBody::state_snapshot(state.clone()));
                 return Ok(());
             };
             let patch = Patch(
@@ -67,7 +67,7 @@ fn apply_into(
                     .collect(),
             );
             object.extend(members);
-            events.push(delta_event(patch));
+            events.push(EventBody::state_delta(patch));
         }
     }
     Ok(())
@@ -79,20 +79,6 @@ pub fn add_member(key: &str, value: Value) -> PatchOperation {
     PatchOperation::Add(AddOperation {
         path: PointerBuf::from_tokens([key]),
         value,
-    })
-}
-
-fn snapshot_event(snapshot: Value) -> EventBody {
-    EventBody::StateSnapshot(StateSnapshot {
-        snapshot,
-        subagent_run_id: None,
-    })
-}
-
-fn delta_event(delta: json_patch::Patch) -> EventBody {
-    EventBody::StateDelta(StateDelta {
-        delta,
-        subagent_run_id: None,
     })
 }
 

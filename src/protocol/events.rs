@@ -104,6 +104,106 @@ impl EventBody {
     }
 }
 
+/// Constructors for the events an agent emits about its own run (no `subagentRunId`), so agent
+/// code says what it emits in one line.
+impl EventBody {
+    /// `TEXT_MESSAGE_START` of an assistant message.
+    pub fn text_start(message_id: impl Into<String>) -> Self {
+        EventBody::TextMessageStart(TextMessageStart {
+            message_id: message_id.into(),
+            role: Some(TextRole::Assistant),
+            name: None,
+            subagent_run_id: None,
+        })
+    }
+
+    pub fn text_content(message_id: impl Into<String>, delta: impl Into<String>) -> Self {
+        EventBody::TextMessageContent(TextMessageContent {
+            message_id: message_id.into(),
+            delta: delta.into(),
+            subagent_run_id: None,
+        })
+    }
+
+    pub fn text_end(message_id: impl Into<String>) -> Self {
+        EventBody::TextMessageEnd(MessageRef::new(message_id))
+    }
+
+    pub fn tool_call_start(
+        tool_call_id: impl Into<String>,
+        tool_call_name: impl Into<String>,
+        parent_message_id: Option<String>,
+    ) -> Self {
+        EventBody::ToolCallStart(ToolCallStart {
+            tool_call_id: tool_call_id.into(),
+            tool_call_name: tool_call_name.into(),
+            parent_message_id,
+            subagent_run_id: None,
+        })
+    }
+
+    pub fn tool_call_args(tool_call_id: impl Into<String>, delta: impl Into<String>) -> Self {
+        EventBody::ToolCallArgs(ToolCallArgs {
+            tool_call_id: tool_call_id.into(),
+            delta: delta.into(),
+            subagent_run_id: None,
+        })
+    }
+
+    pub fn tool_call_end(tool_call_id: impl Into<String>) -> Self {
+        EventBody::ToolCallEnd(ToolCallRef {
+            tool_call_id: tool_call_id.into(),
+            subagent_run_id: None,
+        })
+    }
+
+    /// `TOOL_CALL_RESULT` with the `tool` role.
+    pub fn tool_call_result(
+        message_id: impl Into<String>,
+        tool_call_id: impl Into<String>,
+        content: impl Into<ToolResultContent>,
+    ) -> Self {
+        EventBody::ToolCallResult(ToolCallResult {
+            message_id: message_id.into(),
+            tool_call_id: tool_call_id.into(),
+            content: content.into(),
+            role: Some(ToolRole::Tool),
+            subagent_run_id: None,
+        })
+    }
+
+    pub fn state_snapshot(snapshot: Value) -> Self {
+        EventBody::StateSnapshot(StateSnapshot {
+            snapshot,
+            subagent_run_id: None,
+        })
+    }
+
+    pub fn state_delta(delta: json_patch::Patch) -> Self {
+        EventBody::StateDelta(StateDelta {
+            delta,
+            subagent_run_id: None,
+        })
+    }
+
+    pub fn custom(name: impl Into<String>, value: Value) -> Self {
+        EventBody::Custom(Custom {
+            name: name.into(),
+            value,
+            subagent_run_id: None,
+        })
+    }
+}
+
+impl MessageRef {
+    pub fn new(message_id: impl Into<String>) -> Self {
+        MessageRef {
+            message_id: message_id.into(),
+            subagent_run_id: None,
+        }
+    }
+}
+
 impl From<EventBody> for Event {
     fn from(body: EventBody) -> Self {
         Event {

@@ -17,7 +17,7 @@ use futures_util::stream::{self, StreamExt};
 use serde_json::Value;
 
 use crate::agent::{Agent, AgentError, AgentStream, AgentUpdate, RunRequest};
-use crate::protocol::{EventBody, StateSnapshot};
+use crate::protocol::EventBody;
 use crate::settings::StateSettings;
 use crate::tools::schema_violations;
 
@@ -105,16 +105,13 @@ impl Agent for ClientStateInjection {
         let updates = self.inner.run(request)?;
         Ok(match filled_snapshot {
             None => updates,
-            Some(snapshot) => stream::once(async move {
-                Ok(AgentUpdate::Event(EventBody::StateSnapshot(
-                    StateSnapshot {
-                        snapshot,
-                        subagent_run_id: None,
-                    },
-                )))
-            })
-            .chain(updates)
-            .boxed(),
+            Some(snapshot) => {
+                stream::once(
+                    async move { Ok(AgentUpdate::Event(EventBody::state_snapshot(snapshot))) },
+                )
+                .chain(updates)
+                .boxed()
+            }
         })
     }
 }
@@ -307,11 +304,8 @@ mod tests {
         let expected = json!({"recipe": {"title": "Soup", "skill_level": "Beginner"}, "notes": []});
         assert_eq!(
             items,
-            vec![Ok(AgentUpdate::Event(EventBody::StateSnapshot(
-                StateSnapshot {
-                    snapshot: expected.clone(),
-                    subagent_run_id: None
-                }
+            vec![Ok(AgentUpdate::Event(EventBody::state_snapshot(
+                expected.clone()
             )))]
         );
         assert_eq!(inner.last_request().state, Some(expected));

@@ -55,7 +55,7 @@ use serde_json::{Map, Value};
 use crate::agent::{
     map_updates, Agent, AgentError, AgentStream, AgentUpdate, RunRequest, UpdateMapper,
 };
-use crate::protocol::{Custom, EventBody, StateDelta, StateSnapshot};
+use crate::protocol::EventBody;
 use crate::settings::AgentSettings;
 use crate::state::{Argument, Coalescing, Projection};
 use crate::tools::ToolRegistry;
@@ -227,13 +227,7 @@ impl UpdateMapper for PredictiveMapper {
                 let ops = self.project(&args.tool_call_id, &args.delta);
                 out.push(EventBody::ToolCallArgs(args).into());
                 if let Some(ops) = ops {
-                    out.push(
-                        EventBody::StateDelta(StateDelta {
-                            delta: json_patch::Patch(ops),
-                            subagent_run_id: None,
-                        })
-                        .into(),
-                    );
+                    out.push(EventBody::state_delta(json_patch::Patch(ops)).into());
                 }
             }
             EventBody::ToolCallEnd(end) => {
@@ -294,14 +288,7 @@ impl PredictiveMapper {
                     entry
                 })
                 .collect();
-            out.push(
-                EventBody::Custom(Custom {
-                    name: "PredictState".into(),
-                    value: Value::Array(value),
-                    subagent_run_id: None,
-                })
-                .into(),
-            );
+            out.push(EventBody::custom("PredictState", Value::Array(value)).into());
         }
         let mut targets = Vec::new();
         let mut before = Vec::new();
@@ -445,11 +432,7 @@ impl PredictiveMapper {
     /// A snapshot of the view, after which the client is known to hold it.
     fn snapshot(&mut self) -> AgentUpdate {
         self.synced = true;
-        EventBody::StateSnapshot(StateSnapshot {
-            snapshot: self.view.clone(),
-            subagent_run_id: None,
-        })
-        .into()
+        EventBody::state_snapshot(self.view.clone()).into()
     }
 }
 
@@ -459,46 +442,22 @@ mod tests {
 
     use super::*;
     use crate::agent::mapper::testing::{collect, request, ScriptedAgent};
-    use crate::protocol::{
-        ToolCallArgs, ToolCallRef, ToolCallResult, ToolCallStart, ToolResultContent,
-    };
+    use crate::protocol::Custom;
 
     fn start(id: &str, name: &str) -> AgentUpdate {
-        EventBody::ToolCallStart(ToolCallStart {
-            tool_call_id: id.into(),
-            tool_call_name: name.into(),
-            parent_message_id: None,
-            subagent_run_id: None,
-        })
-        .into()
+        EventBody::tool_call_start(id, name, None).into()
     }
 
     fn args(id: &str, delta: &str) -> AgentUpdate {
-        EventBody::ToolCallArgs(ToolCallArgs {
-            tool_call_id: id.into(),
-            delta: delta.into(),
-            subagent_run_id: None,
-        })
-        .into()
+        EventBody::tool_call_args(id, delta).into()
     }
 
     fn end(id: &str) -> AgentUpdate {
-        EventBody::ToolCallEnd(ToolCallRef {
-            tool_call_id: id.into(),
-            subagent_run_id: None,
-        })
-        .into()
+        EventBody::tool_call_end(id).into()
     }
 
     fn result(id: &str) -> AgentUpdate {
-        EventBody::ToolCallResult(ToolCallResult {
-            message_id: format!("msg_{id}"),
-            tool_call_id: id.into(),
-            content: ToolResultContent::Text("ok".into()),
-            role: None,
-            subagent_run_id: None,
-        })
-        .into()
+        EventBody::tool_call_result(format!("msg_{id}"), id, "ok".to_owned()).into()
     }
 
     /// A whole call: start, the arguments in fragments of `size` bytes (ASCII), end.
@@ -701,11 +660,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_snapshot_passing_through_becomes_the_baseline() {
-        let mut script = vec![EventBody::StateSnapshot(StateSnapshot {
-            snapshot: json!({"steps": ["one"]}),
-            subagent_run_id: None,
-        })
-        .into()];
+        let mut script = vec![EventBody::state_snapshot(json!({"steps": ["one"]})).into()];
         script.extend(call(
             "c1",
             "write",
@@ -733,11 +688,9 @@ mod tests {
         // Halfway, a layer below removes the key the call is streaming into.
         script.insert(
             8,
-            EventBody::StateDelta(StateDelta {
-                delta: serde_json::from_value(json!([{"op": "remove", "path": "/recipe"}]))
-                    .unwrap(),
-                subagent_run_id: None,
-            })
+            EventBody::state_delta(
+                serde_json::from_value(json!([{"op": "remove", "path": "/recipe"}])).unwrap(),
+            )
             .into(),
         );
         script.push(result("c1"));

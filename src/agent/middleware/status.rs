@@ -17,7 +17,7 @@ use serde_json::{json, Value};
 use crate::agent::{
     add_member, map_updates, Agent, AgentError, AgentStream, AgentUpdate, RunRequest, UpdateMapper,
 };
-use crate::protocol::{EventBody, StateDelta};
+use crate::protocol::EventBody;
 
 pub struct StatusSnapshots {
     inner: Arc<dyn Agent>,
@@ -71,10 +71,9 @@ impl StatusMapper {
         if let Some(tool) = tool {
             status["tool"] = Value::String(tool.to_owned());
         }
-        out.push(AgentUpdate::Event(EventBody::StateDelta(StateDelta {
-            delta: json_patch::Patch(vec![add_member(&self.key, status)]),
-            subagent_run_id: None,
-        })));
+        out.push(AgentUpdate::Event(EventBody::state_delta(
+            json_patch::Patch(vec![add_member(&self.key, status)]),
+        )));
     }
 }
 
@@ -116,7 +115,6 @@ impl UpdateMapper for StatusMapper {
 mod tests {
     use super::*;
     use crate::agent::mapper::testing::{collect, request, ScriptedAgent};
-    use crate::protocol::{ToolCallResult, ToolCallStart, ToolResultContent};
 
     fn apply_all(mut state: Value, items: &[Result<AgentUpdate, &str>]) -> Value {
         for item in items {
@@ -134,19 +132,8 @@ mod tests {
     #[tokio::test]
     async fn status_updates_keep_unrelated_state_and_follow_tool_calls() {
         let inner = ScriptedAgent::new(vec![
-            AgentUpdate::Event(EventBody::ToolCallStart(ToolCallStart {
-                tool_call_id: "c1".into(),
-                tool_call_name: "search".into(),
-                parent_message_id: Some("m".into()),
-                subagent_run_id: None,
-            })),
-            AgentUpdate::Event(EventBody::ToolCallResult(ToolCallResult {
-                message_id: "t".into(),
-                tool_call_id: "c1".into(),
-                content: ToolResultContent::Text("ok".into()),
-                role: None,
-                subagent_run_id: None,
-            })),
+            AgentUpdate::Event(EventBody::tool_call_start("c1", "search", Some("m".into()))),
+            AgentUpdate::Event(EventBody::tool_call_result("t", "c1", "ok".to_owned())),
         ]);
         let agent = StatusSnapshots::new(Arc::new(inner), "status".into());
         let state = json!({"recipe": {"title": "Soup"}});

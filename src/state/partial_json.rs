@@ -267,105 +267,19 @@ impl PartialJson {
 
     /// Consumes input from `at`; returns where the next step starts.
     fn step<S: Sink + ?Sized>(&mut self, s: &str, at: usize, sink: &mut S) -> Step {
-        let bytes = s.as_bytes();
-        let b = bytes[at];
+        let b = s.as_bytes()[at];
         match &mut self.token {
             Token::None => self.structural(b, at, sink),
-            Token::String { text, escape, .. } => match *escape {
-                Escape::None => match b {
-                    b'"' => {
-                        self.end_string(sink);
-                        Ok(at + 1)
-                    }
-                    b'\\' => {
-                        *escape = Escape::Backslash;
-                        Ok(at + 1)
-                    }
-                    0..=0x1f => Err("control character in a string"),
-                    _ => {
-                        // A run of plain bytes in one go. It ends at an ASCII byte (or the end),
-                        // so both ends are character boundaries.
-                        let end = bytes[at..]
-                            .iter()
-                            .position(|&c| c == b'"' || c == b'\\' || c < 0x20)
-                            .map_or(s.len(), |p| at + p);
-                        text.push_str(&s[at..end]);
-                        Ok(end)
-                    }
-                },
-                Escape::Backslash => {
-                    let c = match b {
-                        b'"' => '"',
-                        b'\\' => '\\',
-                        b'/' => '/',
-                        b'b' => '\u{8}',
-                        b'f' => '\u{c}',
-                        b'n' => '\n',
-                        b'r' => '\r',
-                        b't' => '\t',
-                        b'u' => {
-                            *escape = Escape::Unicode {
-                                high: None,
-                                digits: 0,
-                                code: 0,
-                            };
-                            return Ok(at + 1);
-                        }
-                        _ => return Err("invalid escape"),
-                    };
-                    text.push(c);
-                    *escape = Escape::None;
+            Token::String { text, escape, .. } => match string_step(text, escape, s, at)? {
+                StringStep::Closed => {
+                    self.end_string(sink);
                     Ok(at + 1)
                 }
-                Escape::Unicode { high, digits, code } => {
-                    let digit = (b as char).to_digit(16).ok_or("invalid \\u escape")?;
-                    let code = code * 16 + digit;
-                    if digits < 3 {
-                        *escape = Escape::Unicode {
-                            high,
-                            digits: digits + 1,
-                            code,
-                        };
-                        return Ok(at + 1);
-                    }
-                    *escape = Escape::None;
-                    let scalar = match (high, code) {
-                        (Some(high), 0xDC00..=0xDFFF) => {
-                            0x10000 + ((high - 0xD800) << 10) + (code - 0xDC00)
-                        }
-                        (Some(_), _) => return Err("a high surrogate without its low surrogate"),
-                        (None, 0xD800..=0xDBFF) => {
-                            *escape = Escape::High(code);
-                            return Ok(at + 1);
-                        }
-                        (None, 0xDC00..=0xDFFF) => return Err("a lone low surrogate"),
-                        (None, code) => code,
-                    };
-                    text.push(char::from_u32(scalar).ok_or("invalid \\u escape")?);
-                    Ok(at + 1)
-                }
-                Escape::High(high) if b == b'\\' => {
-                    *escape = Escape::HighBackslash(high);
-                    Ok(at + 1)
-                }
-                Escape::HighBackslash(high) if b == b'u' => {
-                    *escape = Escape::Unicode {
-                        high: Some(high),
-                        digits: 0,
-                        code: 0,
-                    };
-                    Ok(at + 1)
-                }
-                Escape::High(_) | Escape::HighBackslash(_) => {
-                    Err("a high surrogate without its low surrogate")
-                }
+                StringStep::Next(next) => Ok(next),
             },
             Token::Number(text) => {
-                if matches!(b, b'0'..=b'9' | b'-' | b'+' | b'.' | b'e' | b'E') {
-                    let end = bytes[at..]
-                        .iter()
-                        .position(|&c| !matches!(c, b'0'..=b'9' | b'-' | b'+' | b'.' | b'e' | b'E'))
-                        .map_or(s.len(), |p| at + p);
+                if is_number_byte(b) {
+                    let end = run_end(s, at, |c| !is_number_byte(c));
                     text.push_str(&s[at..end]);
                     Ok(end)
                 } else {
@@ -561,6 +475,128 @@ impl PartialJson {
         }
         self.expect = Expect::CommaOrEnd;
     }
+}
+
+/// What one step inside a string did.
+enum StringStep {
+    /// The closing quote: the string ends (the caller reports it).
+    Closed,
+    /// Consumed up to here.
+    Next(usize),
+}
+
+/// One step inside a string: the closing quote, a run of plain text, or one byte of an escape.
+fn string_step(
+    text: &mut String,
+    escape: &mut Escape,
+    s: &str,
+    at: usize,
+) -> Result<StringStep, &'static str> {
+    let b = s.as_bytes()[at];
+    match *escape {
+        Escape::None => match b {
+            b'"' => return Ok(StringStep::Closed),
+            b'\\' => *escape = Escape::Backslash,
+            0..=0x1f => return Err("control character in a string"),
+            _ => {
+                // A run of plain bytes in one go. It ends at an ASCII byte (or the end), so both
+                // ends are character boundaries.
+                let end = run_end(s, at, |c| c == b'"' || c == b'\\' || c < 0x20);
+                text.push_str(&s[at..end]);
+                return Ok(StringStep::Next(end));
+            }
+        },
+        Escape::Backslash => backslash_escape(text, escape, b)?,
+        Escape::Unicode { high, digits, code } => {
+            unicode_digit(text, escape, high, digits, code * 16 + hex_digit(b)?)?;
+        }
+        Escape::High(high) if b == b'\\' => *escape = Escape::HighBackslash(high),
+        Escape::HighBackslash(high) if b == b'u' => {
+            *escape = Escape::Unicode {
+                high: Some(high),
+                digits: 0,
+                code: 0,
+            };
+        }
+        Escape::High(_) | Escape::HighBackslash(_) => {
+            return Err("a high surrogate without its low surrogate")
+        }
+    }
+    Ok(StringStep::Next(at + 1))
+}
+
+/// The byte after a backslash.
+fn backslash_escape(text: &mut String, escape: &mut Escape, b: u8) -> Result<(), &'static str> {
+    let c = match b {
+        b'"' => '"',
+        b'\\' => '\\',
+        b'/' => '/',
+        b'b' => '\u{8}',
+        b'f' => '\u{c}',
+        b'n' => '\n',
+        b'r' => '\r',
+        b't' => '\t',
+        b'u' => {
+            *escape = Escape::Unicode {
+                high: None,
+                digits: 0,
+                code: 0,
+            };
+            return Ok(());
+        }
+        _ => return Err("invalid escape"),
+    };
+    text.push(c);
+    *escape = Escape::None;
+    Ok(())
+}
+
+fn hex_digit(b: u8) -> Result<u32, &'static str> {
+    (b as char).to_digit(16).ok_or("invalid \\u escape")
+}
+
+/// A `\uXXXX` digit has been read (`digits` before it, `code` with it): waits for the rest, or
+/// completes the character, pairing surrogates.
+fn unicode_digit(
+    text: &mut String,
+    escape: &mut Escape,
+    high: Option<u32>,
+    digits: u8,
+    code: u32,
+) -> Result<(), &'static str> {
+    if digits < 3 {
+        *escape = Escape::Unicode {
+            high,
+            digits: digits + 1,
+            code,
+        };
+        return Ok(());
+    }
+    *escape = Escape::None;
+    let scalar = match (high, code) {
+        (Some(high), 0xDC00..=0xDFFF) => 0x10000 + ((high - 0xD800) << 10) + (code - 0xDC00),
+        (Some(_), _) => return Err("a high surrogate without its low surrogate"),
+        (None, 0xD800..=0xDBFF) => {
+            *escape = Escape::High(code);
+            return Ok(());
+        }
+        (None, 0xDC00..=0xDFFF) => return Err("a lone low surrogate"),
+        (None, code) => code,
+    };
+    text.push(char::from_u32(scalar).ok_or("invalid \\u escape")?);
+    Ok(())
+}
+
+fn is_number_byte(b: u8) -> bool {
+    matches!(b, b'0'..=b'9' | b'-' | b'+' | b'.' | b'e' | b'E')
+}
+
+/// Where the run that starts at `at` ends: the first byte from `at` that `stops` it, or the end.
+fn run_end(s: &str, at: usize, stops: impl Fn(u8) -> bool) -> usize {
+    s.as_bytes()[at..]
+        .iter()
+        .position(|&c| stops(c))
+        .map_or(s.len(), |p| at + p)
 }
 
 #[cfg(test)]

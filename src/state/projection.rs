@@ -1,36 +1,10 @@
 //! `Projection`: one tool call's streaming arguments, mirrored into state keys with the smallest
 //! RFC 6902 operations that take the client from what it has seen to the value so far.
 //!
-//! Operations come straight from parse events, against a tracked picture of what the client
-//! holds (which differs from the value so far only in the one string that may be open):
-//! - a member or item appears → `add` at its path (for an object member, `add` also replaces an
-//!   existing one, so no operation ever fails because the client lacks or has a key; an item is
-//!   added at index = length, i.e. appended);
-//! - a scalar completes → `add` of the scalar;
-//! - a string grows → `add` the first time it is sent, `replace` later (its path then exists),
-//!   subject to [`Coalescing`], and always once more when it closes if the client's copy is short.
-//!
-//! The state key's own path is `/<state key>`, so the first operation of a projection is an
-//! `add` of the key on the state object: the client's state must be an object, which the
-//! middleware ensures. Path tokens are RFC 6901-escaped (`~` → `~0`, `/` → `~1`).
-//!
-//! # The bound on bytes sent
-//! JSON Patch cannot append to a string, so a growing string is re-sent whole. Each send of an
-//! open string is paid from a credit of `resend_ratio` bytes per argument byte received, at the
-//! bytes the string has taken in the arguments so far (which its JSON in the patch never
-//! exceeds), so over a call: re-sent string bytes ≤ `resend_ratio` × argument bytes. Every other
-//! value is sent once, when it completes (strings, scalars) or begins (`{}`, `[]`), and is no
-//! longer in the patch than in the arguments (escapes like `\u00e9` only shrink), numbers aside
-//! (serde_json writes `1e2` as `100.0`). Hence, with one state key,
-//!
-//! > patch value bytes ≤ (`resend_ratio` + 1) × argument bytes (numbers aside),
-//!
-//! and each further key mirroring the same part of the arguments adds at most 1 × (the credit
-//! is shared by the call's keys).
-//! plus, per operation, its envelope (`{"op":"add","path":…,"value":…}`, about 30 bytes and the
-//! path). Operations are at most one per value of the arguments plus one per re-send, and
-//! re-sends of a string of final length `L` number at most about `log(L / min_growth_bytes) /
-//! log(1 + 1 / resend_ratio)`. `benches/predictive.rs` measures the total.
+//! Operations are `add` for members, items and completed scalars (so none fails on a key the
+//! client lacks or has) and `replace` for a string re-sent as it grows, paced by [`Coalescing`].
+//! Path tokens are RFC 6901-escaped. The bound on bytes sent, and why it holds, is in
+//! `docs/architecture.md` ("Operations and the bound on bytes sent").
 
 use std::time::{Duration, Instant};
 

@@ -1,48 +1,13 @@
 //! `PredictiveStateDeltas`: the state a tool call is about to set, streamed to the client as
 //! `STATE_DELTA`s while the model is still writing the call's arguments.
 //!
-//! Configured per agent as `predict_state = { <state key> = { tool, tool_argument } }`. A thin
-//! adapter over [`crate::state`]: each call of a configured tool gets its own
-//! [`Projection`], keyed by tool call id, so parallel calls never share a parser. Per run:
-//! - The mapper keeps the server's view of the client's state: the request's `state` (`{}` when
-//!   absent), with every `STATE_SNAPSHOT` and `STATE_DELTA` passing through applied to it.
-//! - Before the first predictive call, when the client's state is not known to be an object
-//!   (absent, `null`, an array...), a `STATE_SNAPSHOT` of `{}` goes out: the deltas address
-//!   `/<state key>`, which only an object has.
-//! - Every `TOOL_CALL_ARGS` passes through unchanged, followed by one `STATE_DELTA` when the
-//!   projection produced operations. A delta is applied to the view before it is sent, and one
-//!   that does not apply is never sent: the client applies a patch all or nothing and silently
-//!   drops one that fails (the reference client uses fast-json-patch), so a delta it cannot
-//!   apply would leave it stuck. That call then streams no more and waits for its snapshot.
-//! - A state key streams from one call at a time (the first to start); another call of a tool
-//!   writing the same key still sets it with its snapshot.
-//! - At `TOOL_CALL_END` the arguments are complete. After the tool's `TOOL_CALL_RESULT` (server
-//!   tools), or right away for a client tool (one named in the request's `tools`), the final
-//!   values go into the view; a `STATE_SNAPSHOT` of it follows only when that changed what the
-//!   client holds (a delta was held back), since the deltas normally got there already and
-//!   repeating the state would only cost bytes. If the arguments are not valid JSON, or a
-//!   server tool's schema refuses them (so it will not run), a snapshot restores the keys the
-//!   call had streamed to their values before it, at once;
-//!   reporting the tool error is the chat agent's business. A call the stream leaves unfinished
-//!   is restored the same way when the run ends.
-//!
-//! # Confirmation of predicted state
-//! A predictive tool that needs approval (`approval = "always"` on the tool) asks the person
-//! to confirm what was predicted: the call's approval request carries the values its keys had
-//! before the prediction, the approval gate signs them into the interrupt id (or the 0.x
-//! approval call, e.g. `confirm_changes`), and the resumed run opens with a snapshot that keeps
-//! the prediction (confirmed) or puts those values back (rejected). Nothing is stored between
-//! the runs.
-//!
-//! # CopilotKit's `PredictState` event
-//! With `emit_predict_state_event`, a `CUSTOM` event `PredictState` (value
-//! `[{state_key, tool, tool_argument}]`, `tool_argument` absent for `*`) goes out once per tool
-//! and run, before that tool's first `TOOL_CALL_START`, as CopilotKit's v1 provider expects. Off
-//! by default, because of how that provider uses it: on every later `TOOL_CALL_ARGS` of the tool
-//! it parses the partial arguments itself and calls `setState({[state_key]: args[state_key]})`,
-//! which replaces the whole state with that one key (other keys vanish until the next snapshot),
-//! and it looks the value up by *state key*, not `tool_argument`. It is only safe for a state
-//! with a single key named like the argument. The deltas sent here work with every client.
+//! Configured per agent as `predict_state = { <state key> = { tool, tool_argument } }`. Each call
+//! of a configured tool gets its own [`Projection`]; the mapper keeps the server's view of the
+//! client's state and never sends a delta that does not apply to it. The call's final values
+//! (or, when it will not run, the values from before it) are made authoritative by a snapshot
+//! only when the deltas did not already get them there. The per-run rules, the confirmation of
+//! predicted state and CopilotKit's `PredictState` event are explained in
+//! `docs/architecture.md` ("Predictive state").
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fmt;

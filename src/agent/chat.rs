@@ -788,3 +788,6 @@ fn args_event(tool_call_id: &str, delta: String) -> AgentUpdate {
     })
     .into()
 }
+
+#[cfg(test)]
+mod tests;

@@ -333,3 +333,6 @@ impl Drop for Pump {
         }
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -365,13 +365,7 @@ impl RunEncoder {
             self.write(EventBody::TextMessageEnd(message_ref(id)), out)?;
         }
         for id in std::mem::take(&mut self.open_tool_calls) {
-            self.write(
-                EventBody::ToolCallEnd(ToolCallRef {
-                    tool_call_id: id,
-                    subagent_run_id: None,
-                }),
-                out,
-            )?;
+            self.write(EventBody::tool_call_end(id), out)?;
         }
         for name in std::mem::take(&mut self.open_steps) {
             self.write(
@@ -450,10 +444,7 @@ fn violation(what: impl Into<String>) -> EncodeError {
 }
 
 fn message_ref(message_id: String) -> MessageRef {
-    MessageRef {
-        message_id,
-        subagent_run_id: None,
-    }
+    MessageRef::new(message_id)
 }
 
 fn open(list: &mut Vec<String>, id: &str, what: &str) -> Result<(), EncodeError> {
@@ -542,21 +533,11 @@ mod tests {
     }
 
     fn text_start(id: &str) -> EventBody {
-        EventBody::TextMessageStart(TextMessageStart {
-            message_id: id.into(),
-            role: Some(TextRole::Assistant),
-            name: None,
-            subagent_run_id: None,
-        })
+        EventBody::text_start(id)
     }
 
     fn tool_start(id: &str, parent: &str) -> EventBody {
-        EventBody::ToolCallStart(ToolCallStart {
-            tool_call_id: id.into(),
-            tool_call_name: "f".into(),
-            parent_message_id: Some(parent.into()),
-            subagent_run_id: None,
-        })
+        EventBody::tool_call_start(id, "f", Some(parent.into()))
     }
 
     #[test]
@@ -654,11 +635,7 @@ mod tests {
     fn violations_are_reported_and_nothing_follows_the_terminal_event() {
         let mut enc = encoder(ProtocolVersion::V1);
         let mut out = Vec::new();
-        let args = EventBody::ToolCallArgs(ToolCallArgs {
-            tool_call_id: "nope".into(),
-            delta: "{".into(),
-            subagent_run_id: None,
-        });
+        let args = EventBody::tool_call_args("nope", "{");
         assert!(matches!(
             enc.push(args, &mut out),
             Err(EncodeError::ProtocolViolation(_))
@@ -713,15 +690,8 @@ mod tests {
         let mut enc = RunEncoder::new(ProtocolVersion::V1, "t".into(), "r".into());
         let mut out = Vec::new();
         enc.push(text_start("m"), &mut out).unwrap();
-        enc.push(
-            EventBody::TextMessageContent(TextMessageContent {
-                message_id: "m".into(),
-                delta: String::new(),
-                subagent_run_id: None,
-            }),
-            &mut out,
-        )
-        .unwrap();
+        enc.push(EventBody::text_content("m", ""), &mut out)
+            .unwrap();
         let events = frames(&out);
         assert_eq!(events.len(), 2);
         assert!(events.iter().all(|e| e["timestamp"].is_i64()));

@@ -193,31 +193,65 @@ impl RunEncoder {
             return Err(violation("event after the terminal event"));
         }
         self.start(out)?;
-        match &body {
-            EventBody::RunStarted(_) | EventBody::RunFinished(_) | EventBody::RunError(_) => {
-                return Err(violation(
-                    "lifecycle events are the encoder's alone to emit",
-                ));
-            }
+        if self.track(&body)? == Track::Skip {
+            return Ok(());
+        }
+        let body = self.downgrade(body);
+        self.write(body, out)
+    }
+
+    /// Checks `body` against the run's open entities and records what it opens or closes.
+    fn track(&mut self, body: &EventBody) -> Result<Track, EncodeError> {
+        match body {
+            EventBody::RunStarted(_) | EventBody::RunFinished(_) | EventBody::RunError(_) => Err(
+                violation("lifecycle events are the encoder's alone to emit"),
+            ),
             EventBody::TextMessageChunk(_)
             | EventBody::ToolCallChunk(_)
-            | EventBody::ReasoningMessageChunk(_) => {
-                return Err(violation(
-                    "chunk events are not emitted; use START/CONTENT/END",
-                ));
-            }
+            | EventBody::ReasoningMessageChunk(_) => Err(violation(
+                "chunk events are not emitted; use START/CONTENT/END",
+            )),
             EventBody::TextMessageStart(e) => {
-                open(&mut self.open_texts, &e.message_id, "text message")?
+                open(&mut self.open_texts, &e.message_id, "text message").map(|()| Track::Write)
             }
             EventBody::TextMessageContent(e) => {
                 require_open(&self.open_texts, &e.message_id, "text message")?;
-                if e.delta.is_empty() {
-                    return Ok(()); // an empty delta carries nothing and validators warn on it
-                }
+                Ok(Track::unless_empty(&e.delta))
             }
             EventBody::TextMessageEnd(e) => {
-                close(&mut self.open_texts, &e.message_id, "text message")?
+                close(&mut self.open_texts, &e.message_id, "text message").map(|()| Track::Write)
             }
+            EventBody::ToolCallStart(_)
+            | EventBody::ToolCallArgs(_)
+            | EventBody::ToolCallEnd(_)
+            | EventBody::ToolCallResult(_) => self.track_tool_call(body).map(|()| Track::Write),
+            EventBody::ReasoningStart(_)
+            | EventBody::ReasoningEnd(_)
+            | EventBody::ReasoningMessageStart(_)
+            | EventBody::ReasoningMessageContent(_)
+            | EventBody::ReasoningMessageEnd(_) => self.track_reasoning(body),
+            EventBody::StepStarted(e) => {
+                open(&mut self.open_steps, &e.step_name, "step").map(|()| Track::Write)
+            }
+            EventBody::StepFinished(e) => {
+                close(&mut self.open_steps, &e.step_name, "step").map(|()| Track::Write)
+            }
+            EventBody::StateSnapshot(_)
+            | EventBody::StateDelta(_)
+            | EventBody::MessagesSnapshot(_)
+            | EventBody::ActivitySnapshot(_)
+            | EventBody::ActivityDelta(_)
+            | EventBody::Raw(_)
+            | EventBody::Custom(_)
+            | EventBody::ReasoningEncryptedValue(_)
+            | EventBody::SubagentStarted(_)
+            | EventBody::SubagentFinished(_)
+            | EventBody::SubagentError(_) => Ok(Track::Write),
+        }
+    }
+
+    fn track_tool_call(&mut self, body: &EventBody) -> Result<(), EncodeError> {
+        match body {
             EventBody::ToolCallStart(e) => {
                 if e.parent_message_id
                     .as_deref()
@@ -229,63 +263,44 @@ impl RunEncoder {
                 }
                 open(&mut self.open_tool_calls, &e.tool_call_id, "tool call")?;
                 self.unanswered_tool_calls.push(e.tool_call_id.clone());
+                Ok(())
             }
             EventBody::ToolCallArgs(e) => {
-                require_open(&self.open_tool_calls, &e.tool_call_id, "tool call")?
+                require_open(&self.open_tool_calls, &e.tool_call_id, "tool call")
             }
             EventBody::ToolCallEnd(e) => {
-                close(&mut self.open_tool_calls, &e.tool_call_id, "tool call")?
+                close(&mut self.open_tool_calls, &e.tool_call_id, "tool call")
             }
             EventBody::ToolCallResult(e) => {
                 self.unanswered_tool_calls
                     .retain(|id| *id != e.tool_call_id);
+                Ok(())
             }
-            EventBody::ReasoningStart(e) => open(
-                &mut self.open_reasoning_spans,
-                &e.message_id,
-                "reasoning span",
-            )?,
-            EventBody::ReasoningEnd(e) => close(
-                &mut self.open_reasoning_spans,
-                &e.message_id,
-                "reasoning span",
-            )?,
-            EventBody::ReasoningMessageStart(e) => open(
-                &mut self.open_reasoning_messages,
-                &e.message_id,
-                "reasoning message",
-            )?,
-            EventBody::ReasoningMessageContent(e) => {
-                require_open(
-                    &self.open_reasoning_messages,
-                    &e.message_id,
-                    "reasoning message",
-                )?;
-                if e.delta.is_empty() {
-                    return Ok(());
-                }
-            }
-            EventBody::ReasoningMessageEnd(e) => close(
-                &mut self.open_reasoning_messages,
-                &e.message_id,
-                "reasoning message",
-            )?,
-            EventBody::StepStarted(e) => open(&mut self.open_steps, &e.step_name, "step")?,
-            EventBody::StepFinished(e) => close(&mut self.open_steps, &e.step_name, "step")?,
-            EventBody::StateSnapshot(_)
-            | EventBody::StateDelta(_)
-            | EventBody::MessagesSnapshot(_)
-            | EventBody::ActivitySnapshot(_)
-            | EventBody::ActivityDelta(_)
-            | EventBody::Raw(_)
-            | EventBody::Custom(_)
-            | EventBody::ReasoningEncryptedValue(_)
-            | EventBody::SubagentStarted(_)
-            | EventBody::SubagentFinished(_)
-            | EventBody::SubagentError(_) => {}
+            _ => Ok(()),
         }
-        let body = self.downgrade(body);
-        self.write(body, out)
+    }
+
+    fn track_reasoning(&mut self, body: &EventBody) -> Result<Track, EncodeError> {
+        let (spans, messages) = (
+            &mut self.open_reasoning_spans,
+            &mut self.open_reasoning_messages,
+        );
+        match body {
+            EventBody::ReasoningStart(e) => open(spans, &e.message_id, "reasoning span")?,
+            EventBody::ReasoningEnd(e) => close(spans, &e.message_id, "reasoning span")?,
+            EventBody::ReasoningMessageStart(e) => {
+                open(messages, &e.message_id, "reasoning message")?
+            }
+            EventBody::ReasoningMessageContent(e) => {
+                require_open(messages, &e.message_id, "reasoning message")?;
+                return Ok(Track::unless_empty(&e.delta));
+            }
+            EventBody::ReasoningMessageEnd(e) => {
+                close(messages, &e.message_id, "reasoning message")?
+            }
+            _ => {}
+        }
+        Ok(Track::Write)
     }
 
     /// Closes everything still open and writes `RUN_FINISHED` with the run's outcome.
@@ -441,6 +456,24 @@ fn now_millis() -> i64 {
 
 fn violation(what: impl Into<String>) -> EncodeError {
     EncodeError::ProtocolViolation(what.into())
+}
+
+/// Whether an event that fits the run goes out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Track {
+    Write,
+    /// An empty content delta: it carries nothing, and validators warn on it.
+    Skip,
+}
+
+impl Track {
+    fn unless_empty(delta: &str) -> Self {
+        if delta.is_empty() {
+            Track::Skip
+        } else {
+            Track::Write
+        }
+    }
 }
 
 fn message_ref(message_id: String) -> MessageRef {

@@ -20,7 +20,7 @@ use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
-use prometheus_client::registry::{Registry, Unit};
+use prometheus_client::registry::{Metric, Registry, Unit};
 use tokio::sync::OwnedSemaphorePermit;
 
 use super::AppState;
@@ -87,6 +87,36 @@ fn duration_histogram() -> Histogram {
     Histogram::new(exponential_buckets(0.1, 2.0, 14))
 }
 
+/// Registers a new metric (with its unit, if any) and returns the handle to update it.
+fn register<M: Metric + Clone + Default>(
+    registry: &mut Registry,
+    name: &str,
+    help: &str,
+    unit: Option<Unit>,
+) -> M {
+    let metric = M::default();
+    match unit {
+        Some(unit) => registry.register_with_unit(name, help, unit, metric.clone()),
+        None => registry.register(name, help, metric.clone()),
+    }
+    metric
+}
+
+/// Registers a family of histograms in seconds, each made by `buckets`.
+fn register_histograms<L>(
+    registry: &mut Registry,
+    name: &str,
+    help: &str,
+    buckets: fn() -> Histogram,
+) -> HistogramFamily<L>
+where
+    L: Clone + std::hash::Hash + Eq + EncodeLabelSet + std::fmt::Debug + Send + Sync + 'static,
+{
+    let family: HistogramFamily<L> = Family::new_with_constructor(buckets);
+    registry.register_with_unit(name, help, Unit::Seconds, family.clone());
+    family
+}
+
 impl Default for Metrics {
     fn default() -> Self {
         Metrics::new()
@@ -96,78 +126,62 @@ impl Default for Metrics {
 impl Metrics {
     pub fn new() -> Self {
         let mut registry = Registry::with_prefix("agui");
-        let runs_started = Family::default();
-        registry.register(
-            "runs_started",
-            "Runs whose stream began, by agent",
-            runs_started.clone(),
-        );
-        let runs_finished = Family::default();
-        registry.register(
+        let r = &mut registry;
+        let runs_started = register(r, "runs_started", "Runs whose stream began, by agent", None);
+        let runs_finished = register(
+            r,
             "runs_finished",
             "Runs that ended, by agent and outcome (success, error, cancelled by the client)",
-            runs_finished.clone(),
+            None,
         );
-        let run_errors = Family::default();
-        registry.register(
+        let run_errors = register(
+            r,
             "run_errors",
             "Runs that ended with RUN_ERROR, by agent and code",
-            run_errors.clone(),
+            None,
         );
-        let runs_in_flight = Gauge::default();
-        registry.register(
-            "runs_in_flight",
-            "Runs streaming now",
-            runs_in_flight.clone(),
-        );
-        let run_duration: HistogramFamily<OutcomeLabels> =
-            Family::new_with_constructor(duration_histogram);
-        registry.register_with_unit(
+        let runs_in_flight = register(r, "runs_in_flight", "Runs streaming now", None);
+        let run_duration = register_histograms(
+            r,
             "run_duration",
             "Time from a run's start to its last event, by agent and outcome",
-            Unit::Seconds,
-            run_duration.clone(),
+            duration_histogram,
         );
-        let upstream_latency: HistogramFamily<AgentLabels> =
-            Family::new_with_constructor(latency_histogram);
-        registry.register_with_unit(
+        let upstream_latency = register_histograms(
+            r,
             "upstream_latency",
             "Time from a run's start to the agent's first update (the model's first chunk)",
-            Unit::Seconds,
-            upstream_latency.clone(),
+            latency_histogram,
         );
-        let time_to_first_token: HistogramFamily<AgentLabels> =
-            Family::new_with_constructor(latency_histogram);
-        registry.register_with_unit(
+        let time_to_first_token = register_histograms(
+            r,
             "time_to_first_token",
             "Time from a run's start to its first text, reasoning or tool-call content",
-            Unit::Seconds,
-            time_to_first_token.clone(),
+            latency_histogram,
         );
-        let tokens = Family::default();
-        registry.register(
+        let tokens = register(
+            r,
             "tokens",
             "Model tokens reported by the model server, by agent and direction (input, output)",
-            tokens.clone(),
+            None,
         );
-        let events = Family::default();
-        registry.register(
+        let events = register(
+            r,
             "stream_events",
             "AG-UI events written to streams, by agent",
-            events.clone(),
+            None,
         );
-        let bytes = Family::default();
-        registry.register_with_unit(
+        let bytes = register(
+            r,
             "stream",
             "Bytes written to streams (keep-alive comments included), by agent",
-            Unit::Bytes,
-            bytes.clone(),
+            Some(Unit::Bytes),
         );
-        let rejected = Family::default();
-        registry.register(
+        let rejected = register(
+            r,
             "requests_rejected",
             "Requests refused before any stream byte, by error code and HTTP status",
-            rejected.clone(),
+            None,
         );
         Metrics {
             registry,

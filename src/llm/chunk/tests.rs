@@ -1,0 +1,587 @@
+//! The chunk decoder fed what real model servers send: bytes split anywhere, every finish
+//! reason, usage, tool-call shapes, and malformed chunks.
+
+use super::*;
+
+fn run(fragments: &[&[u8]]) -> Vec<Result<LlmEvent, LlmError>> {
+    let mut decoder = StreamDecoder::new(Redactor::new(["sk-live-secret".to_owned()]));
+    let mut out = Vec::new();
+    for fragment in fragments {
+        decoder.feed(fragment, &mut out);
+    }
+    decoder.end_with(None, &mut out);
+    out
+}
+
+fn run_str(body: &str) -> Vec<Result<LlmEvent, LlmError>> {
+    run(&[body.as_bytes()])
+}
+
+fn ok(events: Vec<Result<LlmEvent, LlmError>>) -> Vec<LlmEvent> {
+    events
+        .into_iter()
+        .map(|e| e.expect("no error expected"))
+        .collect()
+}
+
+fn text(s: &str) -> LlmEvent {
+    LlmEvent::TextDelta(s.to_owned())
+}
+
+fn finished(reason: FinishReason) -> LlmEvent {
+    LlmEvent::Finished { reason }
+}
+
+fn call(index: usize, id: Option<&str>, name: Option<&str>, arguments: &str) -> LlmEvent {
+    LlmEvent::ToolCallDelta {
+        index,
+        id: id.map(str::to_owned),
+        name: name.map(str::to_owned),
+        arguments: arguments.to_owned(),
+    }
+}
+
+/// All tool-call arguments concatenated per normalized index.
+fn arguments_by_index(events: &[LlmEvent]) -> Vec<String> {
+    let mut by_index: Vec<String> = Vec::new();
+    for event in events {
+        if let LlmEvent::ToolCallDelta {
+            index, arguments, ..
+        } = event
+        {
+            if by_index.len() <= *index {
+                by_index.resize(index + 1, String::new());
+            }
+            by_index[*index].push_str(arguments);
+        }
+    }
+    by_index
+}
+
+#[test]
+fn plain_text_stream() {
+    let events = ok(run_str(concat!(
+        "data: {\"id\":\"c1\",\"object\":\"chat.completion.chunk\",\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":\"\"},\"finish_reason\":null}]}\n\n",
+        "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"Hel\"}}]}\n\n",
+        "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":null}}]}\n\n",
+        "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"lo\"}}]}\n\n",
+        "data: {\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}]}\n\n",
+        "data: [DONE]\n\n",
+    )));
+    assert_eq!(
+        events,
+        vec![text("Hel"), text("lo"), finished(FinishReason::Stop)]
+    );
+}
+
+/// (a) Azure's first chunk: empty `choices`, `prompt_filter_results`; and `content_filter_results`.
+#[test]
+fn azure_prompt_filter_chunk_is_ignored() {
+    let events = ok(run_str(concat!(
+        "data: {\"choices\":[],\"created\":0,\"id\":\"\",\"model\":\"\",\"object\":\"\",\"prompt_filter_results\":[{\"prompt_index\":0,\"content_filter_results\":{\"hate\":{\"filtered\":false,\"severity\":\"safe\"}}}]}\n\n",
+        "data: {\"choices\":[{\"content_filter_results\":{},\"delta\":{\"content\":\"Hi\",\"role\":\"assistant\"},\"finish_reason\":null,\"index\":0,\"logprobs\":null}],\"created\":1,\"id\":\"x\",\"model\":\"gpt-4o\",\"object\":\"chat.completion.chunk\",\"system_fingerprint\":\"fp\"}\n\n",
+        "data: {\"choices\":[{\"content_filter_results\":{},\"delta\":{},\"finish_reason\":\"stop\",\"index\":0}],\"id\":\"x\",\"object\":\"chat.completion.chunk\"}\n\n",
+        "data: [DONE]\n\n",
+    )));
+    assert_eq!(events, vec![text("Hi"), finished(FinishReason::Stop)]);
+}
+
+/// (b) The usage chunk has empty `choices`; usage comes last, after `Finished`.
+#[test]
+fn usage_chunk_with_empty_choices() {
+    let events = ok(run_str(concat!(
+        "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"ok\"},\"finish_reason\":null}],\"usage\":null}\n\n",
+        "data: {\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}],\"usage\":null}\n\n",
+        "data: {\"choices\":[],\"usage\":{\"prompt_tokens\":12,\"completion_tokens\":3,\"total_tokens\":15,",
+        "\"prompt_tokens_details\":{\"cached_tokens\":8,\"audio_tokens\":0},",
+        "\"completion_tokens_details\":{\"reasoning_tokens\":2,\"audio_tokens\":0}}}\n\n",
+        "data: [DONE]\n\n",
+    )));
+    assert_eq!(
+        events,
+        vec![
+            text("ok"),
+            finished(FinishReason::Stop),
+            LlmEvent::Usage(Usage {
+                input_tokens: 12,
+                output_tokens: 3,
+                reasoning_tokens: Some(2),
+                cached_input_tokens: Some(8),
+            }),
+        ]
+    );
+}
+
+#[test]
+fn usage_repeated_on_every_chunk_is_reported_once() {
+    let events = ok(run_str(concat!(
+        "data: {\"choices\":[{\"delta\":{\"content\":\"a\"}}],\"usage\":{\"prompt_tokens\":5,\"completion_tokens\":1}}\n\n",
+        "data: {\"choices\":[{\"delta\":{\"content\":\"b\"},\"finish_reason\":\"stop\"}],\"usage\":{\"prompt_tokens\":5,\"completion_tokens\":2}}\n\n",
+    )));
+    assert_eq!(
+        events,
+        vec![
+            text("a"),
+            text("b"),
+            finished(FinishReason::Stop),
+            LlmEvent::Usage(Usage {
+                input_tokens: 5,
+                output_tokens: 2,
+                ..Usage::default()
+            }),
+        ]
+    );
+}
+
+/// (c) `id` and `name` repeated in every chunk (some vLLM/LiteLLM versions): emitted once.
+#[test]
+fn repeated_id_and_name_are_emitted_once() {
+    let events = ok(run_str(concat!(
+        "data: {\"choices\":[{\"index\":0,\"delta\":{\"tool_calls\":[{\"index\":0,\"id\":\"call_1\",\"type\":\"function\",\"function\":{\"name\":\"get_weather\",\"arguments\":\"\"}}]}}]}\n\n",
+        "data: {\"choices\":[{\"index\":0,\"delta\":{\"tool_calls\":[{\"index\":0,\"id\":\"call_1\",\"type\":\"function\",\"function\":{\"name\":\"get_weather\",\"arguments\":\"{\\\"location\\\":\"}}]}}]}\n\n",
+        "data: {\"choices\":[{\"index\":0,\"delta\":{\"tool_calls\":[{\"index\":0,\"id\":\"call_1\",\"type\":\"function\",\"function\":{\"name\":\"get_weather\",\"arguments\":\"\\\"Paris\\\"}\"}}]}}]}\n\n",
+        "data: {\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"tool_calls\"}]}\n\n",
+        "data: [DONE]\n\n",
+    )));
+    assert_eq!(
+        events,
+        vec![
+            call(0, Some("call_1"), Some("get_weather"), ""),
+            call(0, None, None, "{\"location\":"),
+            call(0, None, None, "\"Paris\"}"),
+            finished(FinishReason::ToolCalls),
+        ]
+    );
+}
+
+/// (d) Whole arguments in one chunk (Gemini, Ollama), without an index.
+#[test]
+fn whole_call_in_one_chunk() {
+    let events = ok(run_str(concat!(
+        "data: {\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\",\"tool_calls\":[",
+        "{\"id\":\"a\",\"type\":\"function\",\"function\":{\"name\":\"get_weather\",\"arguments\":\"{\\\"location\\\":\\\"Paris\\\"}\"}},",
+        "{\"id\":\"b\",\"type\":\"function\",\"function\":{\"name\":\"get_time\",\"arguments\":{\"tz\":\"UTC\"}}}",
+        "]},\"finish_reason\":\"tool_calls\"}]}\n\n",
+    )));
+    assert_eq!(
+        events,
+        vec![
+            call(
+                0,
+                Some("a"),
+                Some("get_weather"),
+                "{\"location\":\"Paris\"}"
+            ),
+            call(1, Some("b"), Some("get_time"), "{\"tz\":\"UTC\"}"),
+            finished(FinishReason::ToolCalls),
+        ]
+    );
+}
+
+/// (e) Parallel calls whose fragments alternate by `index`.
+#[test]
+fn interleaved_parallel_calls() {
+    let chunk = |index: u32, head: &str, args: &str| {
+        format!(
+            "data: {{\"choices\":[{{\"index\":0,\"delta\":{{\"tool_calls\":[{{\"index\":{index}{head},\"function\":{{\"arguments\":{}}}}}]}}}}]}}\n\n",
+            serde_json::to_string(args).expect("string")
+        )
+    };
+    let body = [
+        chunk(0, ",\"id\":\"c0\",\"type\":\"function\"", ""),
+        chunk(1, ",\"id\":\"c1\",\"type\":\"function\"", ""),
+        chunk(0, "", "{\"city\":"),
+        chunk(1, "", "{\"tz\":"),
+        chunk(0, "", "\"Oslo\"}"),
+        chunk(1, "", "\"CET\"}"),
+        "data: {\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"tool_calls\"}]}\n\ndata: [DONE]\n\n".to_owned(),
+    ]
+    .concat();
+    let events = ok(run_str(&body));
+    assert_eq!(events[0], call(0, Some("c0"), None, ""));
+    assert_eq!(events[1], call(1, Some("c1"), None, ""));
+    assert_eq!(
+        arguments_by_index(&events),
+        vec!["{\"city\":\"Oslo\"}", "{\"tz\":\"CET\"}"]
+    );
+    assert_eq!(events.last(), Some(&finished(FinishReason::ToolCalls)));
+}
+
+/// Interleaved calls with a wire index that does not start at 0 (or skips numbers).
+#[test]
+fn sparse_wire_indices_are_normalized() {
+    let events = ok(run_str(concat!(
+        "data: {\"choices\":[{\"delta\":{\"tool_calls\":[{\"index\":3,\"id\":\"x\",\"function\":{\"name\":\"f\",\"arguments\":\"{\"}}]}}]}\n\n",
+        "data: {\"choices\":[{\"delta\":{\"tool_calls\":[{\"index\":7,\"id\":\"y\",\"function\":{\"name\":\"g\",\"arguments\":\"[\"}}]}}]}\n\n",
+        "data: {\"choices\":[{\"delta\":{\"tool_calls\":[{\"index\":3,\"function\":{\"arguments\":\"}\"}}]}}]}\n\n",
+        "data: {\"choices\":[{\"delta\":{\"tool_calls\":[{\"index\":7,\"function\":{\"arguments\":\"]\"}}]}}]}\n\n",
+        "data: [DONE]\n\n",
+    )));
+    assert_eq!(arguments_by_index(&events), vec!["{}", "[]"]);
+    // [DONE] without a finish_reason: a Finished is made up from what was seen.
+    assert_eq!(events.last(), Some(&finished(FinishReason::ToolCalls)));
+}
+
+/// (f) Every call at index 0 (or without an index), a distinct id per call.
+#[test]
+fn same_index_new_id_is_a_new_call() {
+    let events = ok(run_str(concat!(
+        "data: {\"choices\":[{\"delta\":{\"tool_calls\":[{\"index\":0,\"id\":\"A\",\"function\":{\"name\":\"f\",\"arguments\":\"{\\\"a\\\"\"}}]}}]}\n\n",
+        "data: {\"choices\":[{\"delta\":{\"tool_calls\":[{\"index\":0,\"function\":{\"arguments\":\":1}\"}}]}}]}\n\n",
+        "data: {\"choices\":[{\"delta\":{\"tool_calls\":[{\"index\":0,\"id\":\"B\",\"function\":{\"name\":\"f\",\"arguments\":\"{\\\"b\\\"\"}}]}}]}\n\n",
+        "data: {\"choices\":[{\"delta\":{\"tool_calls\":[{\"index\":0,\"id\":\"B\",\"function\":{\"arguments\":\":2}\"}}]}}]}\n\n",
+        "data: {\"choices\":[{\"delta\":{\"tool_calls\":[{\"id\":\"C\",\"function\":{\"name\":\"g\",\"arguments\":\"{}\"}}]}}]}\n\n",
+        "data: {\"choices\":[{\"delta\":{},\"finish_reason\":\"tool_calls\"}]}\n\n",
+    )));
+    assert_eq!(
+        events,
+        vec![
+            call(0, Some("A"), Some("f"), "{\"a\""),
+            call(0, None, None, ":1}"),
+            call(1, Some("B"), Some("f"), "{\"b\""),
+            call(1, None, None, ":2}"),
+            call(2, Some("C"), Some("g"), "{}"),
+            finished(FinishReason::ToolCalls),
+        ]
+    );
+}
+
+#[test]
+fn missing_id_is_made_up_once() {
+    let events = ok(run_str(concat!(
+        "data: {\"choices\":[{\"delta\":{\"tool_calls\":[{\"index\":0,\"id\":\"\",\"function\":{\"name\":\"f\",\"arguments\":\"\"}}]}}]}\n\n",
+        "data: {\"choices\":[{\"delta\":{\"tool_calls\":[{\"index\":0,\"id\":\"late\",\"function\":{\"arguments\":\"{}\"}}]}}]}\n\n",
+        "data: {\"choices\":[{\"delta\":{},\"finish_reason\":\"tool_calls\"}]}\n\n",
+    )));
+    let LlmEvent::ToolCallDelta {
+        index: 0,
+        id: Some(id),
+        name: Some(name),
+        ..
+    } = &events[0]
+    else {
+        panic!("unexpected {events:?}");
+    };
+    assert!(id.starts_with("call_") && id.len() == 37, "{id}");
+    assert_eq!(name, "f");
+    // The late real id does not start a second call.
+    assert_eq!(events[1], call(0, None, None, "{}"));
+    assert_eq!(events.len(), 3);
+}
+
+#[test]
+fn legacy_function_call_delta() {
+    let events = ok(run_str(concat!(
+        "data: {\"choices\":[{\"delta\":{\"function_call\":{\"name\":\"f\",\"arguments\":\"\"}}}]}\n\n",
+        "data: {\"choices\":[{\"delta\":{\"function_call\":{\"arguments\":\"{}\"}}}]}\n\n",
+        "data: {\"choices\":[{\"delta\":{},\"finish_reason\":\"function_call\"}]}\n\n",
+    )));
+    assert!(
+        matches!(&events[0], LlmEvent::ToolCallDelta { index: 0, id: Some(_), name: Some(n), .. } if n == "f")
+    );
+    assert_eq!(events[1], call(0, None, None, "{}"));
+    assert_eq!(events[2], finished(FinishReason::ToolCalls));
+}
+
+/// (g) `reasoning_content` (DeepSeek, vLLM) and `reasoning` (OpenRouter, Ollama).
+#[test]
+fn reasoning_fields() {
+    let events = ok(run_str(concat!(
+        "data: {\"choices\":[{\"delta\":{\"role\":\"assistant\",\"content\":null,\"reasoning_content\":\"Let me think\"}}]}\n\n",
+        "data: {\"choices\":[{\"delta\":{\"reasoning\":\" more\"}}]}\n\n",
+        "data: {\"choices\":[{\"delta\":{\"reasoning_content\":\"both\",\"reasoning\":\"both\"}}]}\n\n",
+        "data: {\"choices\":[{\"delta\":{\"content\":\"Answer\",\"reasoning_content\":null}}]}\n\n",
+        "data: {\"choices\":[{\"delta\":{},\"finish_reason\":\"stop\"}]}\n\ndata: [DONE]\n\n",
+    )));
+    assert_eq!(
+        events,
+        vec![
+            LlmEvent::ReasoningDelta("Let me think".into()),
+            LlmEvent::ReasoningDelta(" more".into()),
+            LlmEvent::ReasoningDelta("both".into()),
+            text("Answer"),
+            finished(FinishReason::Stop),
+        ]
+    );
+}
+
+/// (h) llama.cpp's server: an error object as a frame mid-stream, then the body ends.
+#[test]
+fn error_frame_mid_stream() {
+    let events = run_str(concat!(
+        "data: {\"choices\":[{\"delta\":{\"content\":\"Hi\"}}]}\n\n",
+        "data: {\"error\":{\"code\":500,\"message\":\"the request exceeds the available context size\",\"type\":\"exceed_context_size_error\"}}\n\n",
+        "data: {\"choices\":[{\"delta\":{\"content\":\"never\"}}]}\n\n",
+    ));
+    assert_eq!(events.len(), 2, "{events:?}");
+    assert_eq!(events[0], Ok(text("Hi")));
+    let Err(error) = &events[1] else {
+        panic!("expected an error: {events:?}");
+    };
+    assert_eq!(error.code(), "upstream_error");
+    assert_eq!(
+        error.public_message(),
+        "the model server reported an error while answering: the request exceeds the available context size"
+    );
+    assert!(matches!(error, LlmError::Upstream { code: Some(c), .. } if c == "500"));
+}
+
+#[test]
+fn other_error_frame_shapes() {
+    // vLLM: top-level error fields.
+    let events = run_str("data: {\"object\":\"error\",\"message\":\"boom\",\"type\":\"BadRequestError\",\"code\":400}\n\n");
+    assert!(
+        matches!(&events[..], [Err(LlmError::Upstream { upstream_message: Some(m), code: Some(c), .. })] if m == "boom" && c == "400"),
+        "{events:?}"
+    );
+    // `event: error` with plain text; a string `error`.
+    let events = run_str("event: error\ndata: overloaded\n\n");
+    assert!(
+        matches!(&events[..], [Err(LlmError::Upstream { upstream_message: Some(m), .. })] if m == "overloaded")
+    );
+    let events = run_str("data: {\"error\":\"bad things\"}\n\n");
+    assert!(
+        matches!(&events[..], [Err(LlmError::Upstream { upstream_message: Some(m), .. })] if m == "bad things")
+    );
+    // A message that echoes the key is not shown, and the log detail is redacted.
+    let events = run_str("data: {\"error\":{\"message\":\"invalid sk-live-secret\"}}\n\n");
+    let [Err(LlmError::Upstream {
+        upstream_message,
+        detail,
+        ..
+    })] = &events[..]
+    else {
+        panic!("{events:?}");
+    };
+    assert_eq!(upstream_message, &None);
+    assert!(!detail.contains("sk-live-secret") && detail.contains("[redacted]"));
+}
+
+/// (i) End of body after a finish_reason without `[DONE]` is a normal end; with neither it
+/// is a cut stream.
+#[test]
+fn end_of_body_rules() {
+    let events = ok(run_str(concat!(
+        "data: {\"choices\":[{\"delta\":{\"content\":\"a\"}}]}\n\n",
+        "data: {\"choices\":[{\"delta\":{},\"finish_reason\":\"length\"}]}\n\n",
+        "data: {\"choices\":[],\"usage\":{\"prompt_tokens\":1,\"completion_tokens\":1}}",
+    )));
+    assert_eq!(
+        events,
+        vec![
+            text("a"),
+            finished(FinishReason::Length),
+            LlmEvent::Usage(Usage {
+                input_tokens: 1,
+                output_tokens: 1,
+                ..Usage::default()
+            })
+        ]
+    );
+
+    let events = run_str("data: {\"choices\":[{\"delta\":{\"content\":\"a\"}}]}\n\n");
+    assert_eq!(events.len(), 2);
+    assert_eq!(events[0], Ok(text("a")));
+    assert!(matches!(&events[1], Err(e) if e.code() == "upstream_stream_cut"));
+
+    // An empty body is cut too.
+    let events = run_str("");
+    assert!(matches!(&events[..], [Err(e)] if e.code() == "upstream_stream_cut"));
+}
+
+#[test]
+fn nothing_after_done() {
+    let events = ok(run_str(concat!(
+        "data: {\"choices\":[{\"delta\":{\"content\":\"a\"},\"finish_reason\":\"stop\"}]}\n\n",
+        "data: [DONE]\n\n",
+        "data: {\"choices\":[{\"delta\":{\"content\":\"late\"}}]}\n\n",
+        "data: not json\n\n",
+    )));
+    assert_eq!(events, vec![text("a"), finished(FinishReason::Stop)]);
+}
+
+/// Chunks that never carry a choice (only usage, only filter results, or nothing) and then
+/// `[DONE]`: not a chat completion, so not an empty answer either.
+#[test]
+fn done_without_any_choice_is_malformed() {
+    for body in [
+        "data: [DONE]\n\n",
+        "data: {\"choices\":[],\"usage\":{\"prompt_tokens\":3,\"completion_tokens\":0}}\n\ndata: [DONE]\n\n",
+        "data: {\"choices\":null}\n\ndata: {}\n\ndata: [DONE]\n\n",
+    ] {
+        let events = run_str(body);
+        assert!(
+            matches!(&events[..], [Err(e)] if e.code() == "upstream_malformed"),
+            "{body}: {events:?}"
+        );
+    }
+    // One choice, even empty, is a reply: the model had nothing to say.
+    let events = ok(run_str(
+        "data: {\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":\"\"}}]}\n\ndata: [DONE]\n\n",
+    ));
+    assert_eq!(events, vec![finished(FinishReason::Stop)]);
+}
+
+/// (j) A chunk that is not JSON, or not an object.
+#[test]
+fn malformed_chunks() {
+    for body in [
+        "data: {\"choices\":[{\"delta\":{\"content\":\"a\"}}]}\n\ndata: {\"choices\":[\n\ndata: [DONE]\n\n",
+        "data: {\"choices\":[{\"delta\":{\"content\":\"a\"}}]}\n\ndata: [1,2]\n\n",
+        "data: {\"choices\":[{\"delta\":{\"content\":\"a\"}}]}\n\ndata: hello\n\n",
+    ] {
+        let events = run_str(body);
+        assert_eq!(events.len(), 2, "{body}: {events:?}");
+        assert_eq!(events[0], Ok(text("a")));
+        assert!(matches!(&events[1], Err(e) if e.code() == "upstream_malformed"), "{events:?}");
+    }
+}
+
+/// (k) CRLF framing, split at every byte, including inside multi-byte characters.
+#[test]
+fn crlf_framing_split_anywhere() {
+    let body = concat!(
+        ": ping\r\n\r\n",
+        "data: {\"choices\":[{\"delta\":{\"content\":\"h\u{e9}\u{1f600}\"}}]}\r\n\r\n",
+        "data: {\"choices\":[{\"delta\":{},\"finish_reason\":\"stop\"}]}\r\n\r\n",
+        "data: [DONE]\r\n\r\n",
+    )
+    .as_bytes();
+    let expected = vec![text("h\u{e9}\u{1f600}"), finished(FinishReason::Stop)];
+    for split in 0..=body.len() {
+        let (a, b) = body.split_at(split);
+        assert_eq!(ok(run(&[a, b])), expected, "split at {split}");
+    }
+    let bytes: Vec<&[u8]> = body.chunks(1).collect();
+    assert_eq!(ok(run(&bytes)), expected);
+}
+
+/// (l) Every finish_reason value.
+#[test]
+fn finish_reasons() {
+    for (wire, reason) in [
+        ("stop", FinishReason::Stop),
+        ("tool_calls", FinishReason::ToolCalls),
+        ("function_call", FinishReason::ToolCalls),
+        ("length", FinishReason::Length),
+        ("content_filter", FinishReason::ContentFilter),
+        ("eos_token", FinishReason::Other("eos_token".into())),
+    ] {
+        let events = ok(run_str(&format!(
+            "data: {{\"choices\":[{{\"index\":0,\"delta\":{{}},\"finish_reason\":\"{wire}\"}}]}}\n\n\
+             data: {{\"choices\":[{{\"index\":0,\"delta\":{{}},\"finish_reason\":\"{wire}\"}}]}}\n\ndata: [DONE]\n\n"
+        )));
+        assert_eq!(events, vec![finished(reason)], "{wire}");
+    }
+}
+
+#[test]
+fn multi_line_data_is_one_json_document() {
+    let events = ok(run_str(
+        "data: {\"choices\":[{\"delta\":\ndata: {\"content\":\"x\"},\"finish_reason\":\"stop\"}]}\n\n",
+    ));
+    assert_eq!(events, vec![text("x"), finished(FinishReason::Stop)]);
+}
+
+#[test]
+fn chunks_without_blank_lines_between_them() {
+    let events = ok(run_str(concat!(
+        "data: {\"choices\":[{\"delta\":{\"content\":\"a\"}}]}\n",
+        "data: {\"choices\":[{\"delta\":{\"content\":\"b\"},\"finish_reason\":\"stop\"}]}\n",
+        "data: [DONE]\n",
+    )));
+    assert_eq!(
+        events,
+        vec![text("a"), text("b"), finished(FinishReason::Stop)]
+    );
+}
+
+#[test]
+fn tolerated_oddities() {
+    let events = ok(run_str(concat!(
+        // choices null, unknown fields, wrong-typed fields read as absent
+        "data: {\"choices\":null,\"foo\":1}\n\n",
+        "data: {}\n\n",
+        "data: {\"choices\":[{\"delta\":{\"content\":[{\"type\":\"text\",\"text\":\"part\"},{\"type\":\"image_url\"}],\"tool_calls\":\"junk\"}}]}\n\n",
+        "data: {\"choices\":[{\"delta\":{\"refusal\":\"I can't\"}}]}\n\n",
+        // a second choice (server ignoring n=1) is ignored
+        "data: {\"choices\":[{\"index\":1,\"delta\":{\"content\":\"other\"}}]}\n\n",
+        "data: {\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"\"}]}\n\n",
+        "data: {\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}],\"usage\":{\"prompt_tokens\":\"x\",\"completion_tokens\":4}}\n\n",
+        "data:  [DONE] \n\n",
+    )));
+    assert_eq!(
+        events,
+        vec![
+            text("part"),
+            text("I can't"),
+            finished(FinishReason::Stop),
+            LlmEvent::Usage(Usage {
+                input_tokens: 0,
+                output_tokens: 4,
+                ..Usage::default()
+            })
+        ]
+    );
+}
+
+#[test]
+fn non_streaming_json_body() {
+    let mut parser = ChunkParser::new(Redactor::default());
+    let mut out = Vec::new();
+    parser
+        .on_json_body(
+            br#"{"id":"x","object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":"Hello","tool_calls":[{"id":"c","type":"function","function":{"name":"f","arguments":"{}"}}]},"finish_reason":"tool_calls"}],"usage":{"prompt_tokens":3,"completion_tokens":2}}"#,
+            &mut out,
+        )
+        .expect("parses");
+    assert_eq!(
+        out,
+        vec![
+            text("Hello"),
+            call(0, Some("c"), Some("f"), "{}"),
+            finished(FinishReason::ToolCalls),
+            LlmEvent::Usage(Usage {
+                input_tokens: 3,
+                output_tokens: 2,
+                ..Usage::default()
+            })
+        ]
+    );
+
+    let mut parser = ChunkParser::new(Redactor::default());
+    let err = parser
+        .on_json_body(
+            br#"{"error":{"message":"quota exceeded","code":"insufficient_quota"}}"#,
+            &mut Vec::new(),
+        )
+        .expect_err("error body");
+    assert_eq!(err.code(), "upstream_error");
+    let mut parser = ChunkParser::new(Redactor::default());
+    let err = parser
+        .on_json_body(b"<html>", &mut Vec::new())
+        .expect_err("html");
+    assert_eq!(err.code(), "upstream_malformed");
+}
+
+#[test]
+fn broken_body_after_finish_is_complete() {
+    let mut decoder = StreamDecoder::new(Redactor::default());
+    let mut out = Vec::new();
+    decoder.feed(
+        b"data: {\"choices\":[{\"delta\":{\"content\":\"a\"},\"finish_reason\":\"stop\"}]}\n\n",
+        &mut out,
+    );
+    decoder.end_with(Some("connection reset".into()), &mut out);
+    assert_eq!(ok(out), vec![text("a"), finished(FinishReason::Stop)]);
+
+    let mut decoder = StreamDecoder::new(Redactor::default());
+    let mut out = Vec::new();
+    decoder.feed(
+        b"data: {\"choices\":[{\"delta\":{\"content\":\"a\"}}]}\n\n",
+        &mut out,
+    );
+    decoder.end_with(Some("connection reset".into()), &mut out);
+    assert!(matches!(&out[1], Err(LlmError::StreamCut { detail }) if detail == "connection reset"));
+    assert!(decoder.is_ended());
+}

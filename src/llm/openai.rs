@@ -5,33 +5,25 @@
 //! the SSE body through [`StreamDecoder`] under an idle timeout. All waits use `tokio::time`, so
 //! tests can pause the clock.
 
-use std::collections::VecDeque;
 use std::fmt;
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
 use async_openai::types::chat::{
-    ChatCompletionMessageToolCall, ChatCompletionMessageToolCalls,
-    ChatCompletionRequestAssistantMessage, ChatCompletionRequestAssistantMessageContent,
-    ChatCompletionRequestMessage, ChatCompletionRequestMessageContentPartImage,
-    ChatCompletionRequestMessageContentPartText, ChatCompletionRequestSystemMessage,
-    ChatCompletionRequestSystemMessageContent, ChatCompletionRequestToolMessage,
-    ChatCompletionRequestToolMessageContent, ChatCompletionRequestUserMessage,
-    ChatCompletionRequestUserMessageContent, ChatCompletionRequestUserMessageContentPart,
-    ChatCompletionStreamOptions, ChatCompletionTool, ChatCompletionTools,
-    CreateChatCompletionRequest, FunctionCall, FunctionObject, ImageUrl,
+    ChatCompletionStreamOptions, ChatCompletionTools, CreateChatCompletionRequest,
 };
 use bytes::Bytes;
 use futures_util::stream::{self, BoxStream};
-use futures_util::{Stream, StreamExt, TryStreamExt};
+use futures_util::{StreamExt, TryStreamExt};
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue, ACCEPT, AUTHORIZATION, CONTENT_TYPE};
 use reqwest::{StatusCode, Url};
 
-use super::chunk::{ChunkParser, StreamDecoder};
 use super::error::{LlmError, Redactor, TimeoutPhase, UnreachableCause};
-use super::{ChatMessage, ChatRequest, LlmEvent, ToolSpec, UserPart};
+use super::{ChatRequest, LlmEvent};
 use crate::settings::LlmSettings;
+use body::BodyReader;
+use wire::{wire_message, wire_tool};
 
 const DEFAULT_BASE_URL: &str = "https://api.openai.com/v1";
 /// How much of an error response body we read (for the log and the upstream `message`).
@@ -39,7 +31,7 @@ const ERROR_BODY_LIMIT: usize = 4096;
 /// How much of it goes into a log line.
 const ERROR_LOG_CHARS: usize = 1024;
 /// Largest non-streaming JSON body we accept from a server that ignored `stream: true`.
-const JSON_BODY_LIMIT: usize = 16 * 1024 * 1024;
+pub(super) const JSON_BODY_LIMIT: usize = 16 * 1024 * 1024;
 const RETRY_BASE: Duration = Duration::from_millis(250);
 const RETRY_CAP: Duration = Duration::from_secs(8);
 /// A longer `Retry-After` means the server is out for a while: fail now rather than hold the
@@ -508,112 +500,6 @@ fn build_headers(settings: &LlmSettings, flavor: Flavor) -> Result<HeaderMap, Ll
     Ok(headers)
 }
 
-fn wire_message(message: &ChatMessage) -> ChatCompletionRequestMessage {
-    match message {
-        ChatMessage::System { content } => {
-            ChatCompletionRequestMessage::System(ChatCompletionRequestSystemMessage {
-                content: ChatCompletionRequestSystemMessageContent::Text(content.clone()),
-                name: None,
-            })
-        }
-        ChatMessage::User { content } => {
-            let content = match content.as_slice() {
-                // One text part goes as a plain string: older servers reject content arrays.
-                [] => ChatCompletionRequestUserMessageContent::Text(String::new()),
-                [UserPart::Text(text)] => {
-                    ChatCompletionRequestUserMessageContent::Text(text.clone())
-                }
-                parts => ChatCompletionRequestUserMessageContent::Array(
-                    parts.iter().map(wire_user_part).collect(),
-                ),
-            };
-            ChatCompletionRequestMessage::User(ChatCompletionRequestUserMessage {
-                content,
-                name: None,
-            })
-        }
-        ChatMessage::Assistant {
-            content,
-            tool_calls,
-        } => {
-            let text = content.as_deref().filter(|c| !c.is_empty());
-            // `content` may be absent only when there are tool calls.
-            let content = match (text, tool_calls.is_empty()) {
-                (Some(text), _) => Some(text.to_owned()),
-                (None, true) => Some(String::new()),
-                (None, false) => None,
-            };
-            let tool_calls: Vec<ChatCompletionMessageToolCalls> = tool_calls
-                .iter()
-                .map(|call| {
-                    ChatCompletionMessageToolCalls::Function(ChatCompletionMessageToolCall {
-                        id: call.id.clone(),
-                        function: FunctionCall {
-                            name: call.name.clone(),
-                            // Servers that template the history parse the arguments; "" is not
-                            // JSON, "{}" is what a call without arguments means.
-                            arguments: if call.arguments.trim().is_empty() {
-                                "{}".to_owned()
-                            } else {
-                                call.arguments.clone()
-                            },
-                        },
-                    })
-                })
-                .collect();
-            ChatCompletionRequestMessage::Assistant(ChatCompletionRequestAssistantMessage {
-                content: content.map(ChatCompletionRequestAssistantMessageContent::Text),
-                tool_calls: (!tool_calls.is_empty()).then_some(tool_calls),
-                ..Default::default()
-            })
-        }
-        ChatMessage::Tool {
-            tool_call_id,
-            content,
-        } => ChatCompletionRequestMessage::Tool(ChatCompletionRequestToolMessage {
-            content: ChatCompletionRequestToolMessageContent::Text(content.clone()),
-            tool_call_id: tool_call_id.clone(),
-        }),
-    }
-}
-
-fn wire_user_part(part: &UserPart) -> ChatCompletionRequestUserMessageContentPart {
-    match part {
-        UserPart::Text(text) => ChatCompletionRequestUserMessageContentPart::Text(
-            ChatCompletionRequestMessageContentPartText {
-                text: text.clone(),
-                prompt_cache_breakpoint: None,
-            },
-        ),
-        UserPart::ImageUrl { url } => ChatCompletionRequestUserMessageContentPart::ImageUrl(
-            ChatCompletionRequestMessageContentPartImage {
-                image_url: ImageUrl {
-                    url: url.clone(),
-                    detail: None,
-                },
-                prompt_cache_breakpoint: None,
-            },
-        ),
-    }
-}
-
-fn wire_tool(tool: &ToolSpec) -> ChatCompletionTools {
-    // Several servers require `parameters`; an empty object schema is what "none" means.
-    let parameters = if tool.parameters.is_null() {
-        serde_json::json!({ "type": "object", "properties": {} })
-    } else {
-        tool.parameters.clone()
-    };
-    ChatCompletionTools::Function(ChatCompletionTool {
-        function: FunctionObject {
-            name: tool.name.clone(),
-            description: (!tool.description.is_empty()).then(|| tool.description.clone()),
-            parameters: Some(parameters),
-            strict: None,
-        },
-    })
-}
-
 /// The upstream error `message` of an error body, in the shapes servers use.
 fn upstream_message(body: &str) -> Option<String> {
     let value: serde_json::Value = serde_json::from_str(body.trim()).ok()?;
@@ -735,10 +621,10 @@ fn error_chain(error: &dyn std::error::Error) -> String {
     text
 }
 
-struct TimedOut;
+pub(super) struct TimedOut;
 
 /// `future` bounded by `limit`, or unbounded when there is none.
-async fn with_timeout<F: Future>(
+pub(super) async fn with_timeout<F: Future>(
     limit: Option<Duration>,
     future: F,
 ) -> Result<F::Output, TimedOut> {
@@ -750,136 +636,8 @@ async fn with_timeout<F: Future>(
     }
 }
 
-/// Reads a response body into events under the idle timeout. Generic over the byte stream so
-/// tests can feed fragments and pause the clock.
-pub(crate) struct BodyReader<S> {
-    body: S,
-    mode: BodyMode,
-    queue: VecDeque<Result<LlmEvent, LlmError>>,
-    idle_timeout: Option<Duration>,
-    /// Nothing more will be read; the queue may still hold items.
-    done: bool,
-}
-
-enum BodyMode {
-    Sse(StreamDecoder),
-    /// A server that ignored `stream: true`: the whole body is one JSON document.
-    Json {
-        buf: Vec<u8>,
-        parser: ChunkParser,
-    },
-}
-
-impl<S> BodyReader<S>
-where
-    S: Stream<Item = Result<Bytes, String>> + Unpin,
-{
-    pub(crate) fn new(
-        body: S,
-        json: bool,
-        idle_timeout: Option<Duration>,
-        redactor: Redactor,
-    ) -> Self {
-        let mode = if json {
-            BodyMode::Json {
-                buf: Vec::new(),
-                parser: ChunkParser::new(redactor),
-            }
-        } else {
-            BodyMode::Sse(StreamDecoder::new(redactor))
-        };
-        Self {
-            body,
-            mode,
-            queue: VecDeque::new(),
-            idle_timeout,
-            done: false,
-        }
-    }
-
-    /// The next event, `None` at the end. After an `Err` only `None` follows.
-    pub(crate) async fn next_event(&mut self) -> Option<Result<LlmEvent, LlmError>> {
-        loop {
-            if let Some(item) = self.queue.pop_front() {
-                return Some(item);
-            }
-            if self.done {
-                return None;
-            }
-            let mut out = Vec::new();
-            match with_timeout(self.idle_timeout, self.body.next()).await {
-                Ok(Some(Ok(bytes))) => self.on_bytes(&bytes, &mut out),
-                Ok(Some(Err(cause))) => {
-                    tracing::debug!(%cause, "model stream broke");
-                    self.on_end(
-                        Some(format!("the connection broke mid-reply ({cause})")),
-                        &mut out,
-                    );
-                }
-                Ok(None) => self.on_end(None, &mut out),
-                Err(TimedOut) => self.on_idle(&mut out),
-            }
-            self.queue.extend(out);
-        }
-    }
-
-    fn on_bytes(&mut self, bytes: &[u8], out: &mut Vec<Result<LlmEvent, LlmError>>) {
-        match &mut self.mode {
-            BodyMode::Sse(decoder) => {
-                decoder.feed(bytes, out);
-                self.done = decoder.is_ended();
-            }
-            BodyMode::Json { buf, .. } => {
-                buf.extend_from_slice(bytes);
-                if buf.len() > JSON_BODY_LIMIT {
-                    self.done = true;
-                    out.push(Err(LlmError::Malformed {
-                        detail: "a JSON body larger than 16 MiB".to_owned(),
-                    }));
-                }
-            }
-        }
-    }
-
-    fn on_end(&mut self, cause: Option<String>, out: &mut Vec<Result<LlmEvent, LlmError>>) {
-        self.done = true;
-        match &mut self.mode {
-            BodyMode::Sse(decoder) => decoder.end_with(cause, out),
-            BodyMode::Json { .. } if cause.is_some() => {
-                out.push(Err(LlmError::StreamCut {
-                    detail: cause.unwrap_or_default(),
-                }));
-            }
-            BodyMode::Json { buf, parser } => {
-                let mut events = Vec::new();
-                let result = parser.on_json_body(buf, &mut events);
-                out.extend(events.into_iter().map(Ok));
-                if let Err(error) = result {
-                    out.push(Err(error));
-                }
-            }
-        }
-    }
-
-    fn on_idle(&mut self, out: &mut Vec<Result<LlmEvent, LlmError>>) {
-        self.done = true;
-        let secs = self.idle_timeout.map_or(0, |d| d.as_secs());
-        match &mut self.mode {
-            // The reply is complete; the server just did not close the stream.
-            BodyMode::Sse(decoder) if decoder.saw_finish() => {
-                tracing::debug!("model stream idle after its finish_reason; ending it");
-                decoder.end_with(None, out);
-            }
-            _ => {
-                tracing::warn!(idle_secs = secs, "model stream went silent");
-                out.push(Err(LlmError::Timeout {
-                    phase: TimeoutPhase::Idle,
-                    secs,
-                }));
-            }
-        }
-    }
-}
+mod body;
+mod wire;
 
 #[cfg(test)]
 mod tests;

@@ -11,6 +11,8 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
+use crate::llm::{ChatMessage, ToolSpec, UserPart};
+
 use super::super::{ChatToolCall, FinishReason, LlmClient, Usage};
 use super::*;
 use crate::settings::{LlmProvider, Settings};

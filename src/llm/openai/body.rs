@@ -1,0 +1,144 @@
+//! Reading a model server's response body into events: SSE through the chunk decoder, or a whole
+//! JSON body from a server that ignored `stream: true`, under the idle timeout.
+
+use std::collections::VecDeque;
+use std::time::Duration;
+
+use bytes::Bytes;
+use futures_util::{Stream, StreamExt};
+
+use super::{with_timeout, TimedOut, JSON_BODY_LIMIT};
+use crate::llm::chunk::{ChunkParser, StreamDecoder};
+use crate::llm::error::{LlmError, Redactor, TimeoutPhase};
+use crate::llm::LlmEvent;
+
+/// Reads a response body into events under the idle timeout. Generic over the byte stream so
+/// tests can feed fragments and pause the clock.
+pub(crate) struct BodyReader<S> {
+    body: S,
+    mode: BodyMode,
+    queue: VecDeque<Result<LlmEvent, LlmError>>,
+    idle_timeout: Option<Duration>,
+    /// Nothing more will be read; the queue may still hold items.
+    done: bool,
+}
+
+enum BodyMode {
+    Sse(StreamDecoder),
+    /// A server that ignored `stream: true`: the whole body is one JSON document.
+    Json {
+        buf: Vec<u8>,
+        parser: ChunkParser,
+    },
+}
+
+impl<S> BodyReader<S>
+where
+    S: Stream<Item = Result<Bytes, String>> + Unpin,
+{
+    pub(crate) fn new(
+        body: S,
+        json: bool,
+        idle_timeout: Option<Duration>,
+        redactor: Redactor,
+    ) -> Self {
+        let mode = if json {
+            BodyMode::Json {
+                buf: Vec::new(),
+                parser: ChunkParser::new(redactor),
+            }
+        } else {
+            BodyMode::Sse(StreamDecoder::new(redactor))
+        };
+        Self {
+            body,
+            mode,
+            queue: VecDeque::new(),
+            idle_timeout,
+            done: false,
+        }
+    }
+
+    /// The next event, `None` at the end. After an `Err` only `None` follows.
+    pub(crate) async fn next_event(&mut self) -> Option<Result<LlmEvent, LlmError>> {
+        loop {
+            if let Some(item) = self.queue.pop_front() {
+                return Some(item);
+            }
+            if self.done {
+                return None;
+            }
+            let mut out = Vec::new();
+            match with_timeout(self.idle_timeout, self.body.next()).await {
+                Ok(Some(Ok(bytes))) => self.on_bytes(&bytes, &mut out),
+                Ok(Some(Err(cause))) => {
+                    tracing::debug!(%cause, "model stream broke");
+                    self.on_end(
+                        Some(format!("the connection broke mid-reply ({cause})")),
+                        &mut out,
+                    );
+                }
+                Ok(None) => self.on_end(None, &mut out),
+                Err(TimedOut) => self.on_idle(&mut out),
+            }
+            self.queue.extend(out);
+        }
+    }
+
+    fn on_bytes(&mut self, bytes: &[u8], out: &mut Vec<Result<LlmEvent, LlmError>>) {
+        match &mut self.mode {
+            BodyMode::Sse(decoder) => {
+                decoder.feed(bytes, out);
+                self.done = decoder.is_ended();
+            }
+            BodyMode::Json { buf, .. } => {
+                buf.extend_from_slice(bytes);
+                if buf.len() > JSON_BODY_LIMIT {
+                    self.done = true;
+                    out.push(Err(LlmError::Malformed {
+                        detail: "a JSON body larger than 16 MiB".to_owned(),
+                    }));
+                }
+            }
+        }
+    }
+
+    fn on_end(&mut self, cause: Option<String>, out: &mut Vec<Result<LlmEvent, LlmError>>) {
+        self.done = true;
+        match &mut self.mode {
+            BodyMode::Sse(decoder) => decoder.end_with(cause, out),
+            BodyMode::Json { .. } if cause.is_some() => {
+                out.push(Err(LlmError::StreamCut {
+                    detail: cause.unwrap_or_default(),
+                }));
+            }
+            BodyMode::Json { buf, parser } => {
+                let mut events = Vec::new();
+                let result = parser.on_json_body(buf, &mut events);
+                out.extend(events.into_iter().map(Ok));
+                if let Err(error) = result {
+                    out.push(Err(error));
+                }
+            }
+        }
+    }
+
+    fn on_idle(&mut self, out: &mut Vec<Result<LlmEvent, LlmError>>) {
+        self.done = true;
+        let secs = self.idle_timeout.map_or(0, |d| d.as_secs());
+        match &mut self.mode {
+            // The reply is complete; the server just did not close the stream.
+            BodyMode::Sse(decoder) if decoder.saw_finish() => {
+                tracing::debug!("model stream idle after its finish_reason; ending it");
+                decoder.end_with(None, out);
+            }
+            _ => {
+                tracing::warn!(idle_secs = secs, "model stream went silent");
+                out.push(Err(LlmError::Timeout {
+                    phase: TimeoutPhase::Idle,
+                    secs,
+                }));
+            }
+        }
+    }
+}

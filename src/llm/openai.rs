@@ -95,82 +95,102 @@ fn loggable(url: &Url) -> String {
     url.as_str().trim_end_matches('/').to_owned()
 }
 
+/// `llm.base_url`, or OpenAI's for the OpenAI flavor when it is empty; http(s) only.
+fn base_url(settings: &LlmSettings, flavor: Flavor) -> Result<Url, LlmError> {
+    let base = settings.base_url.trim();
+    let base = match (base.is_empty(), flavor) {
+        (false, _) => base,
+        (true, Flavor::OpenAi) => DEFAULT_BASE_URL,
+        (true, Flavor::Azure) => {
+            return Err(LlmError::Config(
+                "provider azure needs llm.base_url (https://<resource>.openai.azure.com)"
+                    .to_owned(),
+            ))
+        }
+    };
+    // The parse error never contains the URL itself, which may hold credentials.
+    let base_url = Url::parse(base)
+        .map_err(|e| LlmError::Config(format!("llm.base_url is not a valid URL ({e})")))?;
+    if !matches!(base_url.scheme(), "http" | "https") {
+        return Err(LlmError::Config(
+            "llm.base_url must start with http:// or https://".to_owned(),
+        ));
+    }
+    Ok(base_url)
+}
+
+/// The chat-completions endpoint under `base_url`: `/chat/completions`, or Azure's deployment
+/// path with its `api-version`.
+fn endpoint_url(
+    base_url: &Url,
+    flavor: Flavor,
+    deployment: &str,
+    api_version: &str,
+) -> Result<Url, LlmError> {
+    // A base URL that already ends with the endpoint (a common copy-paste) is kept as is.
+    if flavor == Flavor::OpenAi
+        && base_url
+            .path()
+            .trim_end_matches('/')
+            .ends_with("/chat/completions")
+    {
+        return Ok(base_url.clone());
+    }
+    let mut url = base_url.clone();
+    {
+        let mut segments = url
+            .path_segments_mut()
+            .map_err(|()| LlmError::Config("llm.base_url cannot take a path".to_owned()))?;
+        segments.pop_if_empty();
+        match flavor {
+            Flavor::OpenAi => {
+                segments.extend(["chat", "completions"]);
+            }
+            // `extend` percent-encodes the deployment name as one path segment.
+            Flavor::Azure => {
+                segments.extend(["openai", "deployments", deployment, "chat", "completions"]);
+            }
+        }
+    }
+    if flavor == Flavor::Azure {
+        url.query_pairs_mut()
+            .append_pair("api-version", api_version.trim());
+    }
+    Ok(url)
+}
+
+/// The one HTTP client every model request of this backend shares.
+fn http_client(settings: &LlmSettings) -> Result<reqwest::Client, LlmError> {
+    let mut builder = reqwest::Client::builder()
+        .user_agent(concat!("agui-host/", env!("CARGO_PKG_VERSION")))
+        // A redirected POST loses its body, and custom auth headers (`api-key`, extra
+        // headers) would follow it to another host: report the 3xx instead.
+        .redirect(reqwest::redirect::Policy::none())
+        // Bounded, so memory returns to its baseline after a burst of concurrent runs.
+        .pool_max_idle_per_host(settings.pool_max_idle_per_host)
+        .pool_idle_timeout(Duration::from_secs(settings.pool_idle_timeout_secs));
+    if let Some(timeout) = limit(settings.connect_timeout_secs) {
+        builder = builder.connect_timeout(timeout);
+    }
+    // No overall timeout: a streamed reply may legitimately last minutes. The first-byte and
+    // idle timeouts bound the waits instead.
+    builder
+        .build()
+        .map_err(|e| LlmError::Config(format!("could not build the HTTP client: {e}")))
+}
+
 impl HttpBackend {
     pub(crate) fn new(settings: &LlmSettings, flavor: Flavor) -> Result<Self, LlmError> {
-        let base = settings.base_url.trim();
-        let base = match (base.is_empty(), flavor) {
-            (false, _) => base,
-            (true, Flavor::OpenAi) => DEFAULT_BASE_URL,
-            (true, Flavor::Azure) => {
-                return Err(LlmError::Config(
-                    "provider azure needs llm.base_url (https://<resource>.openai.azure.com)"
-                        .to_owned(),
-                ))
-            }
-        };
-        // The parse error never contains the URL itself, which may hold credentials.
-        let base_url = Url::parse(base)
-            .map_err(|e| LlmError::Config(format!("llm.base_url is not a valid URL ({e})")))?;
-        if !matches!(base_url.scheme(), "http" | "https") {
-            return Err(LlmError::Config(
-                "llm.base_url must start with http:// or https://".to_owned(),
-            ));
-        }
+        let base_url = base_url(settings, flavor)?;
         let deployment = settings.azure_deployment.trim();
         if flavor == Flavor::Azure && deployment.is_empty() {
             return Err(LlmError::Config(
                 "provider azure needs llm.azure_deployment".to_owned(),
             ));
         }
-
-        let mut url = base_url.clone();
-        {
-            let mut segments = url
-                .path_segments_mut()
-                .map_err(|()| LlmError::Config("llm.base_url cannot take a path".to_owned()))?;
-            segments.pop_if_empty();
-            match flavor {
-                Flavor::OpenAi => {
-                    segments.extend(["chat", "completions"]);
-                }
-                // `extend` percent-encodes the deployment name as one path segment.
-                Flavor::Azure => {
-                    segments.extend(["openai", "deployments", deployment, "chat", "completions"]);
-                }
-            }
-        }
-        // A base URL that already ends with the endpoint (a common copy-paste) is kept as is.
-        if flavor == Flavor::OpenAi
-            && base_url
-                .path()
-                .trim_end_matches('/')
-                .ends_with("/chat/completions")
-        {
-            url = base_url.clone();
-        }
-        if flavor == Flavor::Azure {
-            url.query_pairs_mut()
-                .append_pair("api-version", settings.azure_api_version.trim());
-        }
-
+        let url = endpoint_url(&base_url, flavor, deployment, &settings.azure_api_version)?;
         let headers = build_headers(settings, flavor)?;
-        let mut builder = reqwest::Client::builder()
-            .user_agent(concat!("agui-host/", env!("CARGO_PKG_VERSION")))
-            // A redirected POST loses its body, and custom auth headers (`api-key`, extra
-            // headers) would follow it to another host: report the 3xx instead.
-            .redirect(reqwest::redirect::Policy::none())
-            // Bounded, so memory returns to its baseline after a burst of concurrent runs.
-            .pool_max_idle_per_host(settings.pool_max_idle_per_host)
-            .pool_idle_timeout(Duration::from_secs(settings.pool_idle_timeout_secs));
-        if let Some(timeout) = limit(settings.connect_timeout_secs) {
-            builder = builder.connect_timeout(timeout);
-        }
-        // No overall timeout: a streamed reply may legitimately last minutes. The first-byte
-        // and idle timeouts below bound the waits instead.
-        let client = builder
-            .build()
-            .map_err(|e| LlmError::Config(format!("could not build the HTTP client: {e}")))?;
-
+        let client = http_client(settings)?;
         let secrets = std::iter::once(settings.api_key.clone())
             .chain(settings.extra_headers.values().cloned());
         Ok(Self {

@@ -18,6 +18,9 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 use serde_json::Value;
 
+mod keys;
+pub use keys::UnknownKey;
+
 /// The embedded default configuration (the same text as `config/default.toml`).
 pub const DEFAULT_TOML: &str = include_str!("../config/default.toml");
 
@@ -772,6 +775,15 @@ impl Settings {
 
     /// Loads every layer described in the module docs. `config_file` is the `--config` option.
     pub fn load(config_file: Option<&Path>) -> Result<Self, SettingsError> {
+        Ok(Self::load_checked(config_file, &[])?.0)
+    }
+
+    /// [`Settings::load`], with `overrides` (`("server.port", "9090")`: the command line's
+    /// flags) winning over every layer, and the keys that no setting reads (misspellings).
+    pub fn load_checked(
+        config_file: Option<&Path>,
+        overrides: &[(&str, String)],
+    ) -> Result<(Self, Vec<UnknownKey>), SettingsError> {
         let environment = std::env::var("APP_ENVIRONMENT").unwrap_or_default();
         let config_file: Option<PathBuf> = config_file
             .map(Path::to_path_buf)
@@ -806,10 +818,13 @@ impl Settings {
                 builder = builder.set_override(key, value)?;
             }
         }
-        let mut settings: Settings = builder.build()?.try_deserialize()?;
+        for (key, value) in overrides {
+            builder = builder.set_override(*key, value.as_str())?;
+        }
+        let (mut settings, unknown) = keys::deserialize(builder.build()?)?;
         settings.add_demo_agents()?;
         settings.validate()?;
-        Ok(settings)
+        Ok((settings, unknown))
     }
 
     /// Checks what serde cannot: cross-references and values with a meaning.

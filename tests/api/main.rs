@@ -14,6 +14,7 @@ mod bad_input;
 mod cancellation;
 mod chat;
 mod chat_client;
+mod cli;
 mod client_tools;
 mod cors;
 mod demo;

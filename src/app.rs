@@ -11,7 +11,7 @@ use tokio::net::TcpListener;
 
 use crate::agent::approval::ApprovalPolicies;
 use crate::agent::{pipeline, Agent};
-use crate::http::{self, AppState, Metrics, Readiness, RunLimits, Shutdown};
+use crate::http::{self, AppState, Discovery, Metrics, Readiness, RunLimits, Shutdown};
 use crate::llm::{LlmClient, LlmError};
 use crate::settings::{Settings, SettingsError};
 use crate::tools::Tool;
@@ -211,6 +211,16 @@ fn assemble(settings: &Settings, extra_tools: &ExtraTools) -> Result<Assembled, 
             .map_err(|message| SettingsError::Invalid(format!("agents.{name}: {message}")))?;
         agents.insert(name.clone(), agent);
     }
+    let registered_tools = extra_tools
+        .iter()
+        .map(|(agent, tools)| {
+            (
+                agent.clone(),
+                tools.iter().map(|t| wire_tool(t.as_ref())).collect(),
+            )
+        })
+        .collect();
+    let discovery = Arc::new(Discovery::new(settings, &registered_tools));
     let shutdown = Shutdown::new();
     let metrics = Arc::new(Metrics::new());
     let state = AppState {
@@ -222,6 +232,7 @@ fn assemble(settings: &Settings, extra_tools: &ExtraTools) -> Result<Assembled, 
         shutdown: shutdown.clone(),
         metrics: Arc::clone(&metrics),
         readiness: Arc::new(Readiness::new(settings)),
+        discovery,
     };
     let router = http::router(state, settings)?;
     Ok(Assembled {
@@ -231,6 +242,17 @@ fn assemble(settings: &Settings, extra_tools: &ExtraTools) -> Result<Assembled, 
         shutdown,
         metrics,
     })
+}
+
+/// A registered Rust tool as discovery lists it.
+fn wire_tool(tool: &dyn Tool) -> crate::protocol::Tool {
+    let definition = tool.definition();
+    crate::protocol::Tool {
+        name: definition.name.clone(),
+        description: definition.description.clone(),
+        parameters: Some(definition.parameters.clone()),
+        metadata: None,
+    }
 }
 
 /// One key for every agent: ids minted by one agent are checked by the same key, and an empty

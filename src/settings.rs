@@ -409,6 +409,9 @@ pub struct MetricsSettings {
 /// One agent: its prompt, its server-side tools and its limits.
 #[derive(Debug, Clone, Deserialize)]
 pub struct AgentSettings {
+    /// What the agent does, for people and agent pickers (`GET /agents`, its capabilities).
+    #[serde(default)]
+    pub description: Option<String>,
     /// The system prompt.
     #[serde(default)]
     pub instructions: String,
@@ -727,6 +730,9 @@ fn default_http_timeout_secs() -> u64 {
     10
 }
 
+/// Paths of the service's own routes, which an agent (served on `POST /<name>`) cannot take.
+pub const RESERVED_ROUTES: &[&str] = &["agents", "health", "ready", "metrics"];
+
 /// Why the settings could not be loaded.
 #[derive(Debug, thiserror::Error)]
 pub enum SettingsError {
@@ -845,6 +851,12 @@ impl Settings {
             {
                 return Err(SettingsError::Invalid(format!(
                     "agent name `{name}` must be non-empty ASCII letters, digits, `_` or `-` (it is a route)"
+                )));
+            }
+            if RESERVED_ROUTES.contains(&name.as_str()) {
+                return Err(SettingsError::Invalid(format!(
+                    "agent name `{name}` is taken by the route /{name}; reserved: {}",
+                    RESERVED_ROUTES.join(", ")
                 )));
             }
             if agent.max_iterations == 0 {

@@ -76,7 +76,10 @@ fn describe_agent(out: &mut String, name: &str, agent: &AgentSettings, is_defaul
     } else {
         format!("POST /{name}")
     };
-    let _ = writeln!(out, "agent {name}: {routes}");
+    let _ = writeln!(out, "agent {name}: {routes}, GET /{name}/capabilities");
+    if let Some(description) = &agent.description {
+        let _ = writeln!(out, "  description: {description}");
+    }
     if let Some(model) = &agent.model {
         let _ = writeln!(out, "  model: {model}");
     }
@@ -164,7 +167,9 @@ mod tests {
         let mut settings = Settings::embedded_default().expect("the defaults");
         settings.demo_agents = false;
         let report = report(&settings);
-        assert!(report.contains("agent assistant: POST /assistant, POST / (default agent)"));
+        assert!(report.contains(
+            "agent assistant: POST /assistant, POST / (default agent), GET /assistant/capabilities"
+        ));
         assert!(
             report.contains("get_weather: static; approval: never"),
             "{report}"

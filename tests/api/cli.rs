@@ -125,7 +125,7 @@ fn check_config_accepts_a_good_file_and_prints_what_would_be_served() {
     assert!(output.status.success(), "{}", stderr(&output));
     let report = stdout(&output);
     for line in [
-        "agent banking: POST /banking, POST / (default agent)",
+        "agent banking: POST /banking, POST / (default agent), GET /banking/capabilities",
         "check_balance: static; approval: never",
         "cancel_subscription: static; approval: always",
         "transfer_money: static; approval: when the arguments match",

@@ -27,9 +27,10 @@
 //! client `agui-host chat`) belongs to the binary alone; the library does not compile it.
 //!
 //! # Dependency rule
-//! `protocol` and `state` are leaves (`state`: no tokio, no agent or protocol types); `llm` uses
-//! only `settings`; `tools` uses `settings`; `agent` uses `protocol`, `llm`, `state` and `tools`;
-//! `http` uses `agent` and `protocol`; `app` wires everything.
+//! `protocol`, `state` and `text` are leaves (`state`: no tokio, no agent or protocol types);
+//! `llm` uses only `settings` and `text`; `tools` uses `settings`; `agent` uses `protocol`,
+//! `llm`, `state` and `tools`; `http` uses `agent` and `protocol`; `app` wires everything. The
+//! binary's `cli` uses the library's public API only.
 //!
 //! # How a run flows
 //! ```text

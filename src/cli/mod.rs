@@ -41,21 +41,31 @@ pub(crate) struct Cli {
 
 #[derive(Debug, Subcommand)]
 pub(crate) enum Command {
-    /// Serve the configured agents over AG-UI (what `agui-host` alone does)
+    /// Serve the configured agents over AG-UI (the default)
     #[command(after_help = SETTINGS_HELP)]
     Serve(SettingsArgs),
-    /// Load and validate the configuration as the server would at start-up, print the agents,
-    /// their routes, tools and state rules, and exit without serving (0: valid)
+    /// Validate the configuration and print what would be served
+    ///
+    /// Loads the configuration as the server would at start-up and builds every agent with its
+    /// tools, JSON Schemas and state rules, without binding a port; prints the agents, their
+    /// routes, tools (kind, approval policy) and state rules. Exits 0 when the configuration is
+    /// valid, 1 with an error naming the file and the key otherwise; keys no setting reads are
+    /// errors here.
     #[command(after_help = SETTINGS_HELP)]
     CheckConfig(SettingsArgs),
-    /// GET /health on the configured port of this machine; exit 0 when it answers 200 (for
-    /// container health checks)
+    /// Probe the server on this machine (for container health checks)
+    ///
+    /// GETs /health on the configured port; exits 0 when it answers 200 within 3 seconds.
     Healthcheck(SettingsArgs),
-    /// An interactive AG-UI client: type messages, see text, tool calls, results and state;
-    /// answer approvals with y/n; type the results of the client tools named with --tool;
-    /// :state, :messages, :help, :quit
+    /// Talk to an AG-UI server from the terminal
+    ///
+    /// Type messages, see text, tool calls, results and state as they stream; answer approvals
+    /// with y/n; type the results of the client tools named with --tool. Commands: :state,
+    /// :messages, :help, :quit.
     Chat(ChatArgs),
-    /// Print a shell completion script, e.g. `agui-host completions bash > /etc/bash_completion.d/agui-host`
+    /// Print a shell completion script
+    ///
+    /// For example: agui-host completions bash > /etc/bash_completion.d/agui-host
     Completions {
         /// The shell to complete in
         shell: clap_complete::Shell,

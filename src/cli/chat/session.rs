@@ -9,7 +9,7 @@ use agui_host::agent::new_id;
 use agui_host::llm::sse::{SseDecoder, SseEvent, MAX_EVENT_BYTES};
 use agui_host::protocol::{
     EventBody, Interrupt, ReasoningMessageChunk, ResumeEntry, ResumeStatus, RunOutcome,
-    TextMessageChunk, ToolCallChunk,
+    TextMessageChunk, ToolCallChunk, ToolCallResult,
 };
 use agui_host::text::truncate_chars;
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue, ACCEPT};
@@ -433,26 +433,12 @@ impl<R: BufRead, W: Write> Session<R, W> {
             }
             EventBody::ToolCallEnd(end) => self.show_call(&end.tool_call_id)?,
             EventBody::ToolCallChunk(chunk) => self.tool_chunk(chunk, summary)?,
-            EventBody::ToolCallResult(result) => {
-                self.thread.add_result(&result);
-                let text = result_text(&result.content);
-                self.out.line(&format!(
-                    "[result] {}",
-                    truncate_chars(&text, PREVIEW_CHARS)
-                ))?;
-            }
+            EventBody::ToolCallResult(result) => self.show_result(&result)?,
             EventBody::StateSnapshot(snapshot) => {
                 self.thread.state = snapshot.snapshot;
                 self.out.line("[state] snapshot (:state shows it)")?;
             }
-            EventBody::StateDelta(delta) => match self.thread.apply_delta(&delta.delta.0) {
-                Ok(()) => self
-                    .out
-                    .line(&format!("[state] {}", describe_patch(&delta.delta.0)))?,
-                Err(error) => self.out.line(&format!(
-                    "[warning] a state patch did not apply ({error}); keeping the previous state"
-                ))?,
-            },
+            EventBody::StateDelta(delta) => self.apply_state_delta(&delta.delta.0)?,
             EventBody::MessagesSnapshot(snapshot) => self.thread.merge_snapshot(snapshot.messages),
             EventBody::ReasoningMessageStart(start) => {
                 self.thread.start_reasoning(&start.message_id);
@@ -481,6 +467,25 @@ impl<R: BufRead, W: Write> Session<R, W> {
             | EventBody::SubagentError(_) => {}
         }
         Ok(())
+    }
+
+    fn show_result(&mut self, result: &ToolCallResult) -> std::io::Result<()> {
+        self.thread.add_result(result);
+        let text = result_text(&result.content);
+        self.out.line(&format!(
+            "[result] {}",
+            truncate_chars(&text, PREVIEW_CHARS)
+        ))
+    }
+
+    /// A patch that does not apply keeps the previous state, as the reference client does.
+    fn apply_state_delta(&mut self, ops: &[json_patch::PatchOperation]) -> std::io::Result<()> {
+        match self.thread.apply_delta(ops) {
+            Ok(()) => self.out.line(&format!("[state] {}", describe_patch(ops))),
+            Err(error) => self.out.line(&format!(
+                "[warning] a state patch did not apply ({error}); keeping the previous state"
+            )),
+        }
     }
 
     pub(super) fn start_call(

@@ -7,8 +7,8 @@ use std::fmt::Write as _;
 use std::process::ExitCode;
 
 use agui_host::settings::{
-    AgentSettings, ApprovalPolicySetting, FixedApproval, ToolKindSettings, ToolSettings,
-    ToolStateSource,
+    AgentSettings, ApprovalPolicySetting, FixedApproval, ToolKindSettings, ToolNameClash,
+    ToolSettings, ToolStateSource,
 };
 use agui_host::{App, Settings};
 
@@ -58,11 +58,9 @@ fn report(settings: &Settings) -> String {
         "" => settings.llm.model.clone(),
         base_url => format!("{} at {base_url}", settings.llm.model),
     };
-    let _ = writeln!(
-        out,
-        "model: {model} (provider: {:?})",
-        settings.llm.effective_provider()
-    );
+    // The provider names are single words, so the lowercase Debug name is the configured one.
+    let provider = format!("{:?}", settings.llm.effective_provider()).to_ascii_lowercase();
+    let _ = writeln!(out, "model: {model} (provider: {provider})");
     for (name, agent) in &settings.agents {
         let _ = writeln!(out);
         describe_agent(&mut out, name, agent, name == &settings.default_agent);
@@ -85,8 +83,10 @@ fn describe_agent(out: &mut String, name: &str, agent: &AgentSettings, is_defaul
     }
     let _ = writeln!(
         out,
-        "  max_iterations: {}, tool_timeout_secs: {}, client tools: accepted (name clash: {:?})",
-        agent.max_iterations, agent.tool_timeout_secs, agent.tool_name_clash
+        "  max_iterations: {}, tool_timeout_secs: {}, client tools: accepted (name clash: {})",
+        agent.max_iterations,
+        agent.tool_timeout_secs,
+        clash_policy(agent.tool_name_clash)
     );
     if agent.tools.is_empty() {
         let _ = writeln!(out, "  server tools: none");
@@ -97,6 +97,15 @@ fn describe_agent(out: &mut String, name: &str, agent: &AgentSettings, is_defaul
         let _ = writeln!(out, "    {}", describe_tool(tool));
     }
     describe_state(out, agent);
+}
+
+/// The configured name of a `tool_name_clash` policy.
+fn clash_policy(policy: ToolNameClash) -> &'static str {
+    match policy {
+        ToolNameClash::PreferServer => "prefer_server",
+        ToolNameClash::PreferClient => "prefer_client",
+        ToolNameClash::Reject => "reject",
+    }
 }
 
 /// `name  kind  approval: ...`.
@@ -142,7 +151,9 @@ fn describe_state(out: &mut String, agent: &AgentSettings) {
             ToolStateSource::Arguments { argument, key } => {
                 format!("argument {argument} -> key {key}")
             }
-            ToolStateSource::Result { kind } => format!("result as {kind:?}"),
+            ToolStateSource::Result { kind } => {
+                format!("result as {}", format!("{kind:?}").to_ascii_lowercase())
+            }
         };
         let _ = writeln!(out, "    from tool {}: {source}", rule.tool);
     }

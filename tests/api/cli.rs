@@ -221,3 +221,70 @@ fn completions_are_printed_for_a_shell() {
     assert!(output.status.success());
     assert!(stdout(&output).contains("check-config"));
 }
+
+/// The server itself: the flags win over the environment, and a key no setting reads is
+/// logged as a warning, not refused (an unknown key must not take a running service down).
+#[test]
+fn serve_applies_the_flags_over_the_environment_and_warns_of_unknown_keys() {
+    use std::io::{BufRead, BufReader};
+    use std::process::Stdio;
+
+    let file = ConfigFile::new(
+        "serve-unknown-key",
+        "[agents.assistant]\ninstrutions = \"Be brief.\"\n",
+    );
+    let mut child = Command::new(env!("CARGO_BIN_EXE_agui-host"))
+        .args([
+            "--config",
+            file.path(),
+            "--port",
+            "0",
+            "--model",
+            "flag-model",
+        ])
+        .env_clear()
+        .env("PORT", "1")
+        .env("OPENAI_MODEL", "env-model")
+        .env("APP_TELEMETRY__JSON", "true")
+        .current_dir(std::env::temp_dir())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("the server starts");
+    let stdout = child.stdout.take().expect("a piped stdout");
+    let (lines_tx, lines_rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            if lines_tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let mut log = Vec::new();
+    let listening = loop {
+        match lines_rx.recv_timeout(std::time::Duration::from_secs(30)) {
+            Ok(line) if line.contains("agui-host listening") => break line,
+            Ok(line) => log.push(line),
+            Err(_) => break String::new(),
+        }
+    };
+    let _ = child.kill();
+    let _ = child.wait();
+
+    assert!(!listening.is_empty(), "the server listens; log: {log:#?}");
+    let listening: serde_json::Value = serde_json::from_str(&listening).expect("a JSON log line");
+    let address = listening["address"].as_str().expect("the address");
+    assert!(
+        !address.ends_with(":1"),
+        "--port 0 wins over PORT=1: {address}"
+    );
+    assert!(
+        log.iter().any(
+            |line| line.contains("unknown key `agents.assistant.instrutions`")
+                && line.contains("WARN")
+        ),
+        "a warning names the key: {log:#?}"
+    );
+    let settings = agui_host::settings::Settings::load_checked(None, &[("llm.model", "m".into())]);
+    assert_eq!(settings.expect("the defaults load").0.llm.model, "m");
+}

@@ -21,16 +21,16 @@
 //! tools        Tool trait, per-agent registry, declarative tool kinds
 //! state        predictive state, pure: incremental partial JSON, arguments projected onto
 //!              state keys as minimal JSON Patch operations (a leaf)
-//! text         small text helpers (a leaf)
+//! text         the id and truncation helpers every module shares (a leaf)
 //! ```
 //! The command line (`src/cli/`: clap types, `check-config`, `healthcheck`, and the terminal
 //! client `agui-host chat`) belongs to the binary alone; the library does not compile it.
 //!
 //! # Dependency rule
-//! `protocol`, `state` and `text` are leaves (`state`: no tokio, no agent or protocol types);
-//! `llm` uses only `settings` and `text`; `tools` uses `settings`; `agent` uses `protocol`,
-//! `llm`, `state` and `tools`; `http` uses `agent` and `protocol`; `app` wires everything. The
-//! binary's `cli` uses the library's public API only.
+//! `protocol`, `state` and `text` are leaves (`state`: no tokio, no agent or protocol types), and
+//! any module may use `text` (ids, truncation); `llm` uses only `settings`; `tools` uses
+//! `settings`; `agent` uses `protocol`, `llm`, `state` and `tools`; `http` uses `agent` and
+//! `protocol`; `app` wires everything. The binary's `cli` uses the library's public API only.
 //!
 //! # How a run flows
 //! ```text

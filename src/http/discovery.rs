@@ -20,6 +20,7 @@ use crate::protocol::{
 use crate::settings::{
     AgentSettings, ApprovalPolicySetting, FixedApproval, Settings, ToolKindSettings,
 };
+use crate::text::truncate_chars;
 
 /// The key of this server's own declarations under `capabilities.custom`.
 const CUSTOM_KEY: &str = "agui-host";
@@ -94,7 +95,7 @@ pub(super) async fn capabilities(
             "unknown_agent",
             format!(
                 "no agent named `{}`; GET /agents lists them",
-                agent.chars().take(64).collect::<String>()
+                truncate_chars(&agent, 64)
             ),
         )),
     }

@@ -5,12 +5,12 @@
 use std::io::{BufRead, Write};
 use std::time::Duration;
 
-use agui_host::agent::new_id;
 use agui_host::llm::sse::{SseDecoder, SseEvent, MAX_EVENT_BYTES};
 use agui_host::protocol::{
     EventBody, Interrupt, ReasoningMessageChunk, ResumeEntry, ResumeStatus, RunOutcome,
     TextMessageChunk, ToolCallChunk, ToolCallResult,
 };
+use agui_host::text::new_id;
 use agui_host::text::truncate_chars;
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue, ACCEPT};
 use reqwest::Url;

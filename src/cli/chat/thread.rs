@@ -1,12 +1,12 @@
 //! The thread, history and state, kept as the reference client's reducer keeps them, so that
 //! what the next run sends is what a real frontend would send.
 
-use agui_host::agent::new_id;
 use agui_host::protocol::{
     AssistantMessage, Content, EncryptedValueSubtype, FunctionCall, Message,
     ReasoningEncryptedValue, ReasoningMessage, ResumeEntry, RunAgentInput, TextMessage, TextRole,
     Tool, ToolCall, ToolCallResult, ToolMessage, ToolResultContent, UserMessage,
 };
+use agui_host::text::new_id;
 use serde_json::{json, Value};
 
 use super::open_object_schema;

@@ -40,9 +40,12 @@ pub(crate) struct Cli {
 }
 
 #[derive(Debug, Subcommand)]
+// `display_name`: `agui-host chat --version` prints `agui-host 0.1.0`, as the binary is one
+// program with one version, not `agui-host-chat`.
 pub(crate) enum Command {
     /// Serve the configured agents over AG-UI (the default)
     #[command(after_help = SETTINGS_HELP)]
+    #[command(display_name = "agui-host")]
     Serve(SettingsArgs),
     /// Validate the configuration and print what would be served
     ///
@@ -52,20 +55,24 @@ pub(crate) enum Command {
     /// valid, 1 with an error naming the file and the key otherwise; keys no setting reads are
     /// errors here.
     #[command(after_help = SETTINGS_HELP)]
+    #[command(display_name = "agui-host")]
     CheckConfig(SettingsArgs),
     /// Probe the server on this machine (for container health checks)
     ///
     /// GETs /health on the configured port; exits 0 when it answers 200 within 3 seconds.
+    #[command(display_name = "agui-host")]
     Healthcheck(SettingsArgs),
     /// Talk to an AG-UI server from the terminal
     ///
     /// Type messages, see text, tool calls, results and state as they stream; answer approvals
     /// with y/n; type the results of the client tools named with --tool. Commands: :state,
     /// :messages, :help, :quit.
+    #[command(display_name = "agui-host")]
     Chat(ChatArgs),
     /// Print a shell completion script
     ///
     /// For example: agui-host completions bash > /etc/bash_completion.d/agui-host
+    #[command(display_name = "agui-host")]
     Completions {
         /// The shell to complete in
         shell: clap_complete::Shell,

@@ -110,7 +110,11 @@ fn every_subcommand_answers_help_and_version() {
         if subcommand != "help" {
             let version = agui_host(&[subcommand, "--version"]);
             assert!(version.status.success(), "{subcommand} --version");
-            assert!(stdout(&version).contains(env!("CARGO_PKG_VERSION")));
+            assert_eq!(
+                stdout(&version).trim(),
+                concat!("agui-host ", env!("CARGO_PKG_VERSION")),
+                "{subcommand} --version"
+            );
         }
     }
     let unknown = agui_host(&["chat", "--nonsense"]);

@@ -5,7 +5,10 @@
 //! 2. `config/{APP_ENVIRONMENT}.toml` beside the working directory, when present;
 //! 3. the file named by `--config FILE` or `APP_CONFIG_FILE` (a file mounted into a container);
 //! 4. `APP_<SECTION>__<KEY>` environment variables (`APP_SERVER__PORT=9090`);
-//! 5. the conventional `OPENAI_API_KEY`, `OPENAI_BASE_URL`, `OPENAI_MODEL`, `HOST` and `PORT`.
+//! 5. the conventional `OPENAI_API_KEY`, `OPENAI_BASE_URL`, `OPENAI_MODEL`, `HOST` and `PORT`;
+//! 6. the command line's flags (`--host`, `--port`, `--model`, `--base-url`).
+//!
+//! Keys no setting reads are found on the way (`keys`): the server warns, `check-config` refuses.
 //!
 //! The module is `settings`, not `config`: a root module named `config` would shadow the crate.
 //! [`crate::app::App::build`] takes a `Settings` by value and never reads the environment itself,

@@ -35,7 +35,6 @@ fi
 command -v curl >/dev/null || fail "curl is needed"
 
 cid=""
-made_env=""
 build_log=$(mktemp)
 cleanup() {
     rm -f "$build_log"
@@ -44,18 +43,11 @@ cleanup() {
     fi
     # Only the image this script made (built without intermediate images, see below).
     podman rmi "$IMAGE" >/dev/null 2>&1 || true
-    if [ -n "$made_env" ]; then rm -f .env; fi
 }
 trap cleanup EXIT
 
 step "docker-compose.yml"
-if [ ! -f .env ]; then
-    # compose needs the env_file to exist; .env.example is what users copy.
-    cp .env.example .env
-    made_env=1
-fi
-docker-compose -f docker-compose.yml config -q
-echo "valid"
+scripts/compose-check.sh
 
 step "build $IMAGE"
 build_start=$SECONDS

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The whole test suite: the Rust unit and API tests, the end-to-end tests that drive the server
+# The whole test suite: the Rust unit and API tests, the compose file as a fresh clone has it
+# (scripts/compose-check.sh), the end-to-end tests that drive the server
 # with the real AG-UI clients (see scripts/e2e.sh; needs node >= 20 and npm), then the browser
 # test of the CopilotKit example (see scripts/browser-test.sh; needs Chromium, which it installs
 # from Debian's packages when missing; about 20 s once installed). SKIP_BROWSER_TEST=1 skips
@@ -9,6 +10,9 @@ cd "$(dirname "$0")/.."
 
 echo "==> cargo test"
 cargo test --locked
+
+echo "==> docker-compose.yml on a fresh clone"
+scripts/compose-check.sh
 
 scripts/e2e.sh
 

@@ -11,7 +11,7 @@ use tokio::net::TcpListener;
 
 use crate::agent::approval::ApprovalPolicies;
 use crate::agent::{pipeline, Agent};
-use crate::http::{self, AppState, Metrics, Readiness, RunLimits, Shutdown};
+use crate::http::{self, AppState, Discovery, Metrics, Readiness, RunLimits, Shutdown};
 use crate::llm::{LlmClient, LlmError};
 use crate::settings::{Settings, SettingsError};
 use crate::tools::Tool;
@@ -61,54 +61,13 @@ impl App {
         settings: Settings,
         extra_tools: ExtraTools,
     ) -> Result<App, AppError> {
-        settings.validate()?;
-        for agent in extra_tools.keys() {
-            if !settings.agents.contains_key(agent) {
-                return Err(SettingsError::Invalid(format!(
-                    "tools were registered for agent `{agent}`, which is not configured"
-                ))
-                .into());
-            }
-        }
-        let llm = LlmClient::new(&settings.llm)?;
-        let model = llm.describe();
-        let offline = llm.is_offline();
-        // One key for every agent: ids minted by one agent are checked by the same key, and an
-        // empty configured key gets one random key per process (development only; validated).
-        let approval_key = if settings.security.approval_key.is_empty() {
-            let needs_approval = settings.agents.values().any(|agent| {
-                ApprovalPolicies::from_settings(&agent.tools).is_ok_and(|p| !p.is_empty())
-            });
-            if needs_approval {
-                tracing::warn!(
-                    "security.approval_key is not set: approvals are signed with a random key \
-                     and cannot be resumed after a restart or on another replica"
-                );
-            }
-            uuid::Uuid::new_v4().simple().to_string() + &uuid::Uuid::new_v4().simple().to_string()
-        } else {
-            settings.security.approval_key.clone()
-        };
-        let mut agents: BTreeMap<String, Arc<dyn Agent>> = BTreeMap::new();
-        for (name, agent_settings) in &settings.agents {
-            let tools = extra_tools.get(name).map(Vec::as_slice).unwrap_or_default();
-            let agent = pipeline::build(name, agent_settings, llm.clone(), tools, &approval_key)
-                .map_err(|message| SettingsError::Invalid(format!("agents.{name}: {message}")))?;
-            agents.insert(name.clone(), agent);
-        }
-        let shutdown = Shutdown::new();
-        let metrics = Arc::new(Metrics::new());
-        let state = AppState {
-            agents: Arc::new(agents),
-            default_agent: settings.default_agent.clone(),
-            keep_alive: Duration::from_secs(settings.server.keep_alive_secs.max(1)),
-            limits: RunLimits::new(&settings.server.limits),
-            input_limits: settings.server.input_limits.clone(),
-            shutdown: shutdown.clone(),
-            metrics: Arc::clone(&metrics),
-            readiness: Arc::new(Readiness::new(&settings)),
-        };
-        let router = http::router(state, &settings)?;
+        let Assembled {
+            router,
+            model,
+            offline,
+            shutdown,
+            metrics,
+        } = assemble(&settings, &extra_tools)?;
         let address = format!("{}:{}", settings.server.host, settings.server.port);
         let listener = match TcpListener::bind(&address).await {
             Ok(listener) => listener,
@@ -128,6 +87,13 @@ impl App {
             shutdown_grace: Duration::from_secs_f64(settings.server.shutdown_grace_secs),
             metrics,
         })
+    }
+
+    /// Builds everything [`App::build`] would (settings, model client, every agent with its
+    /// tools, JSON Schemas and state rules, routes and CORS) without binding a port, and drops
+    /// it: what `agui-host check-config` runs.
+    pub fn check(settings: &Settings) -> Result<(), AppError> {
+        assemble(settings, &ExtraTools::new()).map(drop)
     }
 
     /// The address the service listens on (the real port when 0 was asked for).
@@ -213,6 +179,99 @@ impl App {
             }
         }
     }
+}
+
+/// What [`App::build_with_tools`] makes before it binds the port.
+struct Assembled {
+    router: axum::Router,
+    model: String,
+    offline: bool,
+    shutdown: Shutdown,
+    metrics: Arc<Metrics>,
+}
+
+fn assemble(settings: &Settings, extra_tools: &ExtraTools) -> Result<Assembled, AppError> {
+    settings.validate()?;
+    for agent in extra_tools.keys() {
+        if !settings.agents.contains_key(agent) {
+            return Err(SettingsError::Invalid(format!(
+                "tools were registered for agent `{agent}`, which is not configured"
+            ))
+            .into());
+        }
+    }
+    let llm = LlmClient::new(&settings.llm)?;
+    let model = llm.describe();
+    let offline = llm.is_offline();
+    let approval_key = approval_key(settings);
+    let mut agents: BTreeMap<String, Arc<dyn Agent>> = BTreeMap::new();
+    for (name, agent_settings) in &settings.agents {
+        let tools = extra_tools.get(name).map(Vec::as_slice).unwrap_or_default();
+        let agent = pipeline::build(name, agent_settings, llm.clone(), tools, &approval_key)
+            .map_err(|message| SettingsError::Invalid(format!("agents.{name}: {message}")))?;
+        agents.insert(name.clone(), agent);
+    }
+    let registered_tools = extra_tools
+        .iter()
+        .map(|(agent, tools)| {
+            (
+                agent.clone(),
+                tools.iter().map(|t| wire_tool(t.as_ref())).collect(),
+            )
+        })
+        .collect();
+    let discovery = Arc::new(Discovery::new(settings, &registered_tools));
+    let shutdown = Shutdown::new();
+    let metrics = Arc::new(Metrics::new());
+    let state = AppState {
+        agents: Arc::new(agents),
+        default_agent: settings.default_agent.clone(),
+        keep_alive: Duration::from_secs(settings.server.keep_alive_secs.max(1)),
+        limits: RunLimits::new(&settings.server.limits),
+        input_limits: settings.server.input_limits.clone(),
+        shutdown: shutdown.clone(),
+        metrics: Arc::clone(&metrics),
+        readiness: Arc::new(Readiness::new(settings)),
+        discovery,
+    };
+    let router = http::router(state, settings)?;
+    Ok(Assembled {
+        router,
+        model,
+        offline,
+        shutdown,
+        metrics,
+    })
+}
+
+/// A registered Rust tool as discovery lists it.
+fn wire_tool(tool: &dyn Tool) -> crate::protocol::Tool {
+    let definition = tool.definition();
+    crate::protocol::Tool {
+        name: definition.name.clone(),
+        description: definition.description.clone(),
+        parameters: Some(definition.parameters.clone()),
+        metadata: None,
+    }
+}
+
+/// One key for every agent: ids minted by one agent are checked by the same key, and an empty
+/// configured key gets one random key per process (development only; validated).
+fn approval_key(settings: &Settings) -> String {
+    if !settings.security.approval_key.is_empty() {
+        return settings.security.approval_key.clone();
+    }
+    let needs_approval = settings
+        .agents
+        .values()
+        .any(|agent| ApprovalPolicies::from_settings(&agent.tools).is_ok_and(|p| !p.is_empty()));
+    if needs_approval {
+        tracing::warn!(
+            "security.approval_key is not set: approvals are signed with a random key and \
+             cannot be resumed after a restart or on another replica"
+        );
+    }
+    uuid::Uuid::new_v4().simple().to_string() + &uuid::Uuid::new_v4().simple().to_string()
 }
 
 async fn shutdown_signal() {

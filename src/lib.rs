@@ -7,8 +7,8 @@
 //!
 //! # Layout
 //! ```text
-//! main.rs      thin: telemetry, Settings::load, App::build(settings).run(); the
-//!              `healthcheck` and `chat` subcommands
+//! main.rs      thin: parse the command line, then Settings, telemetry, App::build(settings)
+//!              .run(), or one of the other subcommands of `cli`
 //! app          App::build: the one place things are wired
 //! settings     the typed settings tree (config crate layers + environment)
 //! telemetry    tracing-subscriber setup
@@ -21,13 +21,16 @@
 //! tools        Tool trait, per-agent registry, declarative tool kinds
 //! state        predictive state, pure: incremental partial JSON, arguments projected onto
 //!              state keys as minimal JSON Patch operations (a leaf)
-//! chat_client  the terminal AG-UI client (`agui-host chat`): a consumer of `protocol` only
+//! text         the id and truncation helpers every module shares (a leaf)
 //! ```
+//! The command line (`src/cli/`: clap types, `check-config`, `healthcheck`, and the terminal
+//! client `agui-host chat`) belongs to the binary alone; the library does not compile it.
 //!
 //! # Dependency rule
-//! `protocol` and `state` are leaves (`state`: no tokio, no agent or protocol types); `llm` uses
-//! only `settings`; `tools` uses `settings`; `agent` uses `protocol`, `llm`, `state` and `tools`;
-//! `http` uses `agent` and `protocol`; `app` wires everything.
+//! `protocol`, `state` and `text` are leaves (`state`: no tokio, no agent or protocol types), and
+//! any module may use `text` (ids, truncation); `llm` uses only `settings`; `tools` uses
+//! `settings`; `agent` uses `protocol`, `llm`, `state` and `tools`; `http` uses `agent` and
+//! `protocol`; `app` wires everything. The binary's `cli` uses the library's public API only.
 //!
 //! # How a run flows
 //! ```text
@@ -49,13 +52,13 @@
 
 pub mod agent;
 pub mod app;
-pub mod chat_client;
 pub mod http;
 pub mod llm;
 pub mod protocol;
 pub mod settings;
 pub mod state;
 pub mod telemetry;
+pub mod text;
 pub mod tools;
 
 #[cfg(test)]

@@ -5,7 +5,10 @@
 //! 2. `config/{APP_ENVIRONMENT}.toml` beside the working directory, when present;
 //! 3. the file named by `--config FILE` or `APP_CONFIG_FILE` (a file mounted into a container);
 //! 4. `APP_<SECTION>__<KEY>` environment variables (`APP_SERVER__PORT=9090`);
-//! 5. the conventional `OPENAI_API_KEY`, `OPENAI_BASE_URL`, `OPENAI_MODEL`, `HOST` and `PORT`.
+//! 5. the conventional `OPENAI_API_KEY`, `OPENAI_BASE_URL`, `OPENAI_MODEL`, `HOST` and `PORT`;
+//! 6. the command line's flags (`--host`, `--port`, `--model`, `--base-url`).
+//!
+//! Keys no setting reads are found on the way (`keys`): the server warns, `check-config` refuses.
 //!
 //! The module is `settings`, not `config`: a root module named `config` would shadow the crate.
 //! [`crate::app::App::build`] takes a `Settings` by value and never reads the environment itself,
@@ -17,6 +20,9 @@ use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 use serde_json::Value;
+
+mod keys;
+pub use keys::UnknownKey;
 
 /// The embedded default configuration (the same text as `config/default.toml`).
 pub const DEFAULT_TOML: &str = include_str!("../config/default.toml");
@@ -406,6 +412,9 @@ pub struct MetricsSettings {
 /// One agent: its prompt, its server-side tools and its limits.
 #[derive(Debug, Clone, Deserialize)]
 pub struct AgentSettings {
+    /// What the agent does, for people and agent pickers (`GET /agents`, its capabilities).
+    #[serde(default)]
+    pub description: Option<String>,
     /// The system prompt.
     #[serde(default)]
     pub instructions: String,
@@ -724,6 +733,9 @@ fn default_http_timeout_secs() -> u64 {
     10
 }
 
+/// Paths of the service's own routes, which an agent (served on `POST /<name>`) cannot take.
+pub const RESERVED_ROUTES: &[&str] = &["agents", "health", "ready", "metrics"];
+
 /// Why the settings could not be loaded.
 #[derive(Debug, thiserror::Error)]
 pub enum SettingsError {
@@ -772,6 +784,15 @@ impl Settings {
 
     /// Loads every layer described in the module docs. `config_file` is the `--config` option.
     pub fn load(config_file: Option<&Path>) -> Result<Self, SettingsError> {
+        Ok(Self::load_checked(config_file, &[])?.0)
+    }
+
+    /// [`Settings::load`], with `overrides` (`("server.port", "9090")`: the command line's
+    /// flags) winning over every layer, and the keys that no setting reads (misspellings).
+    pub fn load_checked(
+        config_file: Option<&Path>,
+        overrides: &[(&str, String)],
+    ) -> Result<(Self, Vec<UnknownKey>), SettingsError> {
         let environment = std::env::var("APP_ENVIRONMENT").unwrap_or_default();
         let config_file: Option<PathBuf> = config_file
             .map(Path::to_path_buf)
@@ -806,10 +827,13 @@ impl Settings {
                 builder = builder.set_override(key, value)?;
             }
         }
-        let mut settings: Settings = builder.build()?.try_deserialize()?;
+        for (key, value) in overrides {
+            builder = builder.set_override(*key, value.as_str())?;
+        }
+        let (mut settings, unknown) = keys::deserialize(builder.build()?)?;
         settings.add_demo_agents()?;
         settings.validate()?;
-        Ok(settings)
+        Ok((settings, unknown))
     }
 
     /// Checks what serde cannot: cross-references and values with a meaning.
@@ -830,6 +854,12 @@ impl Settings {
             {
                 return Err(SettingsError::Invalid(format!(
                     "agent name `{name}` must be non-empty ASCII letters, digits, `_` or `-` (it is a route)"
+                )));
+            }
+            if RESERVED_ROUTES.contains(&name.as_str()) {
+                return Err(SettingsError::Invalid(format!(
+                    "agent name `{name}` is taken by the route /{name}; reserved: {}",
+                    RESERVED_ROUTES.join(", ")
                 )));
             }
             if agent.max_iterations == 0 {

@@ -203,7 +203,5 @@ impl AgentError {
     }
 }
 
-/// A fresh opaque id with a readable prefix (`msg_…`, `call_…`).
-pub fn new_id(prefix: &str) -> String {
-    format!("{prefix}_{}", uuid::Uuid::new_v4().simple())
-}
+/// The one id helper, here for the agents that mint message and call ids.
+pub use crate::text::new_id;

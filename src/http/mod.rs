@@ -10,11 +10,13 @@
 //!
 //! Files: `run` (the run endpoints and the SSE pump), `decode` (body to `RunAgentInput`, input
 //! limits), `error` (ApiError), `ops` (health and readiness), `metrics` (the registry and
-//! `/metrics`), `limits` (run slots, deadline, shutdown), `auth` (tokens), `cors`.
+//! `/metrics`), `limits` (run slots, deadline, shutdown), `auth` (tokens), `cors`, `discovery`
+//! (`/agents` and `/<agent>/capabilities`).
 
 mod auth;
 mod cors;
 mod decode;
+mod discovery;
 mod error;
 mod limits;
 mod metrics;
@@ -38,6 +40,7 @@ use tower_http::trace::TraceLayer;
 
 use crate::agent::Agent;
 use crate::settings::{InputLimitSettings, Settings, SettingsError};
+pub use discovery::Discovery;
 pub use error::ApiError;
 pub use limits::{RunLimits, Shutdown};
 pub use metrics::Metrics;
@@ -58,6 +61,8 @@ pub struct AppState {
     pub shutdown: Shutdown,
     pub metrics: Arc<Metrics>,
     pub readiness: Arc<Readiness>,
+    /// The answers of `GET /agents` and `GET /<agent>/capabilities`.
+    pub discovery: Arc<Discovery>,
 }
 
 impl std::fmt::Debug for AppState {
@@ -76,6 +81,8 @@ pub fn router(state: AppState, settings: &Settings) -> Result<Router, SettingsEr
     let mut routes = Router::new()
         .route("/", post(run::run_default_agent).get(service_info))
         .route("/{agent}", post(run::run_named_agent))
+        .route("/agents", get(discovery::list_agents))
+        .route("/{agent}/capabilities", get(discovery::capabilities))
         .route("/health", get(ops::health))
         .route("/ready", get(ops::ready));
     if settings.metrics.enabled {

@@ -226,7 +226,7 @@ impl ToolCalls {
             slot.server_id = id.is_some();
             // The agent needs an id to pair the result with the call; make one up if the server
             // sent none (older Ollama, some llama.cpp builds).
-            emit_id = Some(id.unwrap_or_else(|| format!("call_{}", uuid::Uuid::new_v4().simple())));
+            emit_id = Some(id.unwrap_or_else(|| crate::text::new_id("call")));
         } else if id.is_some() {
             // A late real id for a call whose id we made up: keep ours, the agent already has it.
             slot.server_id = true;

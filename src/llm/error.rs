@@ -2,6 +2,7 @@
 //! RUN_ERROR and a message safe to show the end user; plus the redaction helpers that keep the
 //! API key and upstream bodies out of both.
 
+use crate::text::truncate_chars;
 use std::fmt;
 use std::sync::{Arc, OnceLock};
 
@@ -217,14 +218,6 @@ fn status_meaning(status: u16) -> &'static str {
         5 => "server error",
         _ => "unexpected status",
     })
-}
-
-/// Truncates to at most `max` characters, marking a cut with `…`.
-pub(crate) fn truncate_chars(text: &str, max: usize) -> String {
-    match text.char_indices().nth(max) {
-        Some((cut, _)) => format!("{}…", &text[..cut]),
-        None => text.to_owned(),
-    }
 }
 
 /// Knows the configured secrets (API key, extra header values) and keeps them out of text that

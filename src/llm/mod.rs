@@ -8,7 +8,8 @@
 //!
 //! Layout:
 //! - `openai.rs`: the HTTP backend (request body, headers, retries, timeouts);
-//! - `sse.rs`: an incremental server-sent-events decoder over raw body bytes;
+//! - `sse.rs`: an incremental server-sent-events decoder over raw body bytes (public: the
+//!   terminal client reads AG-UI streams with the same decoder);
 //! - `chunk.rs`: tolerant parsing of streamed chat-completion chunks into [`LlmEvent`]s,
 //!   including the tool-call index normalization real servers need;
 //! - `offline.rs`: the deterministic offline model used when no API key is configured;
@@ -23,7 +24,7 @@ mod chunk;
 mod error;
 mod offline;
 mod openai;
-mod sse;
+pub mod sse;
 
 use std::fmt;
 use std::sync::Arc;

@@ -20,8 +20,9 @@ use futures_util::stream::{self, BoxStream};
 use futures_util::StreamExt;
 use serde_json::{Map, Value};
 
-use super::error::{truncate_chars, LlmError};
+use super::error::LlmError;
 use super::{ChatMessage, ChatRequest, FinishReason, LlmEvent, ToolSpec, Usage, UserPart};
+use crate::text::truncate_chars;
 
 /// What [`super::LlmClient::default_model`] reports for this backend.
 pub(crate) const MODEL_NAME: &str = "offline";

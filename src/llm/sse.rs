@@ -8,22 +8,22 @@
 
 /// One dispatched event.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct SseEvent {
+pub struct SseEvent {
     /// The `event:` field, when the server sent one (`error` from some servers).
-    pub(crate) event: Option<String>,
-    pub(crate) data: String,
+    pub event: Option<String>,
+    pub data: String,
 }
 
 /// The pending line or event grew past [`MAX_EVENT_BYTES`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct SseTooLarge;
+pub struct SseTooLarge;
 
 /// Largest event we buffer: far above any real chunk, low enough that a server streaming bytes
 /// without a line break cannot exhaust memory.
-pub(crate) const MAX_EVENT_BYTES: usize = 8 * 1024 * 1024;
+pub const MAX_EVENT_BYTES: usize = 8 * 1024 * 1024;
 
 #[derive(Debug, Default)]
-pub(crate) struct SseDecoder {
+pub struct SseDecoder {
     /// Bytes of the current, incomplete line.
     buf: Vec<u8>,
     /// How much of `buf` is known to hold no line terminator (so long lines are scanned once).
@@ -42,16 +42,12 @@ struct EventFields {
 }
 
 impl SseDecoder {
-    pub(crate) fn new() -> Self {
+    pub fn new() -> Self {
         Self::default()
     }
 
     /// Decodes `bytes`, appending each event completed by them to `out`.
-    pub(crate) fn feed(
-        &mut self,
-        bytes: &[u8],
-        out: &mut Vec<SseEvent>,
-    ) -> Result<(), SseTooLarge> {
+    pub fn feed(&mut self, bytes: &[u8], out: &mut Vec<SseEvent>) -> Result<(), SseTooLarge> {
         self.buf.extend_from_slice(bytes);
         let buf = &self.buf;
         let mut line_start = 0;
@@ -96,7 +92,7 @@ impl SseDecoder {
     /// The body ended: completes a last line without terminator and dispatches a last event
     /// without its blank line. The spec says to drop such an event, but servers do end with
     /// `data: [DONE]\n` (or no newline at all) and dropping it would lose real data.
-    pub(crate) fn finish(&mut self, out: &mut Vec<SseEvent>) {
+    pub fn finish(&mut self, out: &mut Vec<SseEvent>) {
         let mut line = std::mem::take(&mut self.buf);
         self.scanned = 0;
         if line.last() == Some(&b'\r') {

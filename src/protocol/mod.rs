@@ -3,10 +3,12 @@
 //! A leaf module: pure serde and byte writing, no tokio, no business logic. Types mirror the
 //! `@ag-ui/core` 1.0 schema; the docs on each cite the rule they follow.
 
+mod capabilities;
 mod encoder;
 mod events;
 mod input;
 
+pub use capabilities::*;
 pub use encoder::{write_frame, EncodeError, ProtocolVersion, RunEncoder, KEEP_ALIVE_FRAME};
 pub use events::*;
 pub use input::*;

@@ -1,17 +1,26 @@
-//! The terminal client (`agui_host::chat_client`) against the real app and the fake upstream:
-//! a scripted person types lines, and the transcript and the upstream requests show what the
-//! client printed and what it sent back.
+//! The terminal client (`agui-host chat`, the binary itself) against the real app and the
+//! fake upstream: a scripted person types lines on its stdin, and the transcript (its stdout)
+//! and the upstream requests show what the client printed and what it sent back.
 
-use std::io::Cursor;
+use std::process::{Output, Stdio};
 
-use agui_host::chat_client::{self, ChatError, ChatOptions};
 use agui_host::settings::{
     ApprovalPolicySetting, FixedApproval, Settings, ToolKindSettings, ToolSettings,
 };
 use serde_json::{json, Value};
+use tokio::io::AsyncWriteExt;
 
 use crate::fake_llm::{chunks, Reply};
 use crate::helpers::*;
+
+/// What the person at the terminal types on `agui-host chat`'s command line.
+#[derive(Debug, Default)]
+struct ChatOptions {
+    url: String,
+    thread_id: Option<String>,
+    client_tools: Vec<String>,
+    headers: Vec<(String, String)>,
+}
 
 /// What the model is told when the person declines, as configured by these tests.
 const DECLINED: &str = "The person said no (chat client test).";
@@ -25,13 +34,45 @@ fn options(app: &TestApp, client_tools: &[&str]) -> ChatOptions {
     }
 }
 
-/// Runs a session on `script` (one input line per line) and returns the transcript.
-async fn chat(options: ChatOptions, script: &str) -> String {
-    let mut output = Vec::new();
-    chat_client::run(options, Cursor::new(script.to_owned()), &mut output)
+/// Runs `agui-host chat` with `options` as flags and `script` on its stdin (one input line per
+/// line). Asynchronous, so the app in this test's runtime goes on serving it.
+async fn run_chat(options: ChatOptions, script: &str) -> Output {
+    let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_agui-host"));
+    command.arg("chat").arg(&options.url);
+    if let Some(thread) = &options.thread_id {
+        command.args(["--thread", thread]);
+    }
+    for tool in &options.client_tools {
+        command.args(["--tool", tool]);
+    }
+    for (name, value) in &options.headers {
+        command.arg("--header").arg(format!("{name}: {value}"));
+    }
+    let mut child = command
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("agui-host chat starts");
+    let mut stdin = child.stdin.take().expect("a piped stdin");
+    stdin
+        .write_all(script.as_bytes())
         .await
-        .expect("the session ends normally");
-    String::from_utf8(output).expect("the transcript is UTF-8")
+        .expect("the script is typed");
+    drop(stdin); // the end of input, as Ctrl-D
+    child.wait_with_output().await.expect("agui-host chat ends")
+}
+
+/// Runs a session on `script` and returns the transcript.
+async fn chat(options: ChatOptions, script: &str) -> String {
+    let output = run_chat(options, script).await;
+    assert!(
+        output.status.success(),
+        "the session ends normally: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8(output.stdout).expect("the transcript is UTF-8")
 }
 
 fn default_agent(settings: &mut Settings) -> &mut agui_host::settings::AgentSettings {
@@ -349,10 +390,12 @@ async fn an_unreachable_server_is_an_error() {
         ..ChatOptions::default()
     };
 
-    let result = chat_client::run(options, Cursor::new("hello\n"), Vec::new()).await;
+    let output = run_chat(options, "hello\n").await;
 
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(1), "{stderr}");
     assert!(
-        matches!(result, Err(ChatError::Connection { .. })),
-        "{result:?}"
+        stderr.contains(&format!("cannot reach http://{address}/")),
+        "{stderr}"
     );
 }

@@ -1304,3 +1304,5 @@ async fn replaying_a_carried_out_resume_changes_nothing() {
     );
     assert_provider_saw_clean_histories(&app);
 }
+
+mod exactly_once;

@@ -364,11 +364,28 @@ pub enum RunMode {
 #[derive(Clone, Default, Deserialize)]
 #[serde(default)]
 pub struct SecuritySettings {
-    /// `production` refuses to start without the secrets an agent needs (e.g. `approval_key`).
+    /// `production` refuses to start without the secrets an agent needs (e.g. approval keys).
     pub mode: RunMode,
     /// Secret that signs approval interrupts, so a resume is verified with no stored state,
     /// across restarts and replicas. Empty: a random key per process (development only).
+    /// Kept for existing deployments: it is read as the last of `approval_keys`.
     pub approval_key: String,
+    /// Secrets that sign approval interrupts: the first signs, any verifies, so a key is
+    /// rotated by putting a new one first. From the environment: a comma-separated list.
+    #[serde(deserialize_with = "list_or_csv")]
+    pub approval_keys: Vec<String>,
+}
+
+impl SecuritySettings {
+    /// Every approval key, the signing one first: `approval_keys`, then `approval_key` when
+    /// set and not already listed. Empty when neither is set.
+    pub fn approval_key_list(&self) -> Vec<String> {
+        let mut keys = self.approval_keys.clone();
+        if !self.approval_key.is_empty() && !keys.contains(&self.approval_key) {
+            keys.push(self.approval_key.clone());
+        }
+        keys
+    }
 }
 
 impl fmt::Debug for SecuritySettings {
@@ -382,6 +399,10 @@ impl fmt::Debug for SecuritySettings {
                 } else {
                     "[redacted]"
                 },
+            )
+            .field(
+                "approval_keys",
+                &format_args!("[{} redacted]", self.approval_keys.len()),
             )
             .finish()
     }
@@ -863,13 +884,15 @@ impl Settings {
                 )
             })
         });
+        let keys = self.security.approval_key_list();
         if needs_approval_key
             && self.security.mode == RunMode::Production
-            && self.security.approval_key.len() < 32
+            && (keys.is_empty() || keys.iter().any(|key| key.len() < 32))
         {
             return Err(SettingsError::Invalid(
-                "an agent has tools that need approval: in production, security.approval_key \
-                 (APP_SECURITY__APPROVAL_KEY) must be a secret of at least 32 characters"
+                "an agent has tools that need approval: in production, security.approval_keys \
+                 (APP_SECURITY__APPROVAL_KEYS, comma-separated) must hold secrets of at least \
+                 32 characters each"
                     .into(),
             ));
         }
@@ -956,6 +979,27 @@ result = "ok"
             .try_deserialize()?;
         settings.validate()?;
         Ok(settings)
+    }
+
+    #[test]
+    fn approval_keys_come_from_a_list_and_the_single_key_is_read_last() {
+        let old = "o".repeat(32);
+        let new = "n".repeat(32);
+        let settings = with_env(&[
+            ("APP_SECURITY__APPROVAL_KEYS", &format!("{new},{old}")),
+            ("APP_SECURITY__APPROVAL_KEY", &old),
+        ])
+        .unwrap();
+        assert_eq!(
+            settings.security.approval_key_list(),
+            [new.clone(), old.clone()]
+        );
+        let legacy = with_env(&[("APP_SECURITY__APPROVAL_KEY", &old)]).unwrap();
+        assert_eq!(
+            legacy.security.approval_key_list(),
+            std::slice::from_ref(&old)
+        );
+        assert!(!format!("{:?}", settings.security).contains(&new));
     }
 
     #[test]

@@ -24,6 +24,7 @@
 //! bodies or secrets; details go to the logs.
 
 pub mod approval;
+pub mod approval_id;
 mod chat;
 mod history;
 mod mapper;

@@ -153,9 +153,10 @@ async fn a_tampered_restore_in_the_id_is_refused() {
     let app = spawn_app(|settings| confirming_writer(settings, "request_approval")).await;
     let before = json!({"title": "Notes", "document": "The old version."});
     let (id, predicted_state) = predicted(&app, &before).await;
-    // Keep the tag, swap what would be restored.
-    let (head, _) = id.rsplit_once('_').unwrap();
-    let forged = format!("{head}_W1siZG9jdW1lbnQiLCJldmlsIix0cnVlXV0");
+    // Keep the tag, change what would be restored (it is the end of the id).
+    let at = id.len() - 4;
+    let swapped = if &id[at..at + 1] == "A" { "B" } else { "A" };
+    let forged = format!("{}{swapped}{}", &id[..at], &id[at + 1..]);
     let mut body = with_state(input(history()), predicted_state);
     body["resume"] =
         json!([{"interruptId": forged, "status": "resolved", "payload": {"approved": false}}]);
@@ -324,4 +325,54 @@ async fn a_confirmed_prediction_is_committed_once_and_later_edits_survive() {
     messages.push(kept_result(&events));
     assert_eq!(messages.last().unwrap()["content"], "Document saved.");
     later_runs_keep_edits(&app, messages, Some(resume), false).await;
+}
+
+#[tokio::test]
+async fn an_id_stays_under_its_documented_size_with_a_256_kb_state() {
+    use agui_host::agent::approval_id::MAX_APPROVAL_ID_LEN;
+    let app = spawn_app(|settings| confirming_writer(settings, "request_approval")).await;
+    // Just under the default state limit (256 KiB), nearly all of it the predicted key.
+    let old_document = "Old paragraph. ".repeat(255 * 1024 / 15);
+    let before = json!({"title": "Notes", "document": old_document});
+    app.fake.push(Reply::Sse(chunks::tool_calls(
+        &[("call_w", "write_document", NEW_DOCUMENT)],
+        false,
+    )));
+    let events = app
+        .run_events(
+            "/",
+            &with_state(input(vec![user("Rewrite it.")]), before.clone()),
+        )
+        .await;
+    assert_well_formed(&events);
+    let interrupt = &events.last().unwrap()["outcome"]["interrupts"][0];
+    let id = interrupt["id"].as_str().expect("an interrupt");
+    assert!(
+        id.len() <= MAX_APPROVAL_ID_LEN && MAX_APPROVAL_ID_LEN < 12 * 1024,
+        "an id of {} bytes",
+        id.len()
+    );
+    // Too large to carry, so the prediction was withdrawn before asking...
+    let asked_state = client_state(&before, &events);
+    assert_eq!(
+        asked_state, before,
+        "the old document is back while the person decides"
+    );
+
+    // ...and a rejection has nothing to undo, a confirmation runs the tool.
+    for (approved, result) in [(false, "declined"), (true, "Document saved.")] {
+        app.fake.push(Reply::Sse(chunks::text_reply(&["Ok."])));
+        let mut body = with_state(input(history()), asked_state.clone());
+        body["resume"] =
+            json!([{"interruptId": id, "status": "resolved", "payload": {"approved": approved}}]);
+        let events = app.run_events("/", &body).await;
+        assert_well_formed(&events);
+        assert_eq!(client_state(&asked_state, &events), before);
+        let content = kept_result(&events)["content"].as_str().unwrap().to_owned();
+        assert_eq!(
+            content == "Document saved.",
+            result == "Document saved.",
+            "{content}"
+        );
+    }
 }

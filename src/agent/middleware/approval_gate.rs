@@ -21,6 +21,7 @@ use futures_util::stream::{self, StreamExt};
 use serde_json::{json, Value};
 
 use crate::agent::approval::{ApprovalPolicies, ApprovalSigner, ApprovalSubject, IdCheck};
+use crate::agent::approval_id::{abbreviate as abbreviated, ApprovalId};
 use crate::agent::{
     map_updates, new_id, Agent, AgentError, AgentStream, AgentUpdate, ApprovalRequest,
     DecisionOutcome, RestoreState, RunRequest, ToolDecision, UpdateMapper,
@@ -125,8 +126,8 @@ impl ApprovalGate {
                 .filter(|c| c.name != approval_tool)
                 .filter(|c| target.is_none_or(|t| t == c.id))
                 .collect();
-            let (call, check) = match self.find_signed_call(&approval.id, thread_id, &candidates) {
-                Some(found) => found,
+            let signed = match self.find_signed_call(&approval.id, thread_id, &candidates) {
+                Some(signed) => signed,
                 // Whoever signed it, an answer about calls that all have their result acts
                 // on nothing (e.g. signed with a key since retired): no reason to end the thread.
                 None if !candidates.is_empty()
@@ -136,12 +137,13 @@ impl ApprovalGate {
                 }
                 None => return Err(unknown(&approval.id)),
             };
+            let call = signed.call;
             if history.carried_out(&call.id) {
                 continue;
             }
-            fresh(&approval.id, check)?;
+            fresh(&signed)?;
             let outcome = self.client_answer(&call.name, &call.arguments, answer);
-            taken.decide(&approval.id, call, outcome)?;
+            taken.decide(&signed, outcome)?;
         }
         Ok(())
     }
@@ -165,13 +167,14 @@ impl ApprovalGate {
             if !seen_interrupts.insert(entry.interrupt_id.as_str()) {
                 return Err(answered_twice(&entry.interrupt_id));
             }
-            let (call, check) = self
+            let signed = self
                 .find_signed_call(&entry.interrupt_id, &request.thread_id, &candidates)
                 .ok_or_else(|| unknown(&entry.interrupt_id))?;
+            let call = signed.call;
             if history.carried_out(&call.id) {
                 continue;
             }
-            fresh(&entry.interrupt_id, check)?;
+            fresh(&signed)?;
             let outcome = match entry.status {
                 ResumeStatus::Cancelled => DecisionOutcome::Declined,
                 ResumeStatus::Resolved => self.resume_answer(
@@ -181,7 +184,7 @@ impl ApprovalGate {
                     entry.payload.as_ref(),
                 )?,
             };
-            taken.decide(&entry.interrupt_id, call, outcome)?;
+            taken.decide(&signed, outcome)?;
         }
         Ok(())
     }
@@ -230,11 +233,16 @@ impl ApprovalGate {
         id: &str,
         thread_id: &str,
         candidates: &[&'h HistoryCall],
-    ) -> Option<(&'h HistoryCall, IdCheck)> {
+    ) -> Option<SignedCall<'h>> {
+        let id: ApprovalId = id.parse().ok()?;
         candidates.iter().find_map(|call| {
-            match self.signer.check(id, self.subject(thread_id, call)) {
+            match self.signer.check(&id, self.subject(thread_id, call)) {
                 IdCheck::Mismatch => None,
-                check => Some((*call, check)),
+                check => Some(SignedCall {
+                    call,
+                    check,
+                    id: id.clone(),
+                }),
             }
         })
     }
@@ -339,17 +347,18 @@ impl Taken {
     /// refused, whichever way it came.
     fn decide(
         &mut self,
-        id: &str,
-        call: &HistoryCall,
+        signed: &SignedCall<'_>,
         outcome: DecisionOutcome,
     ) -> Result<(), AgentError> {
+        let call = signed.call;
         if !self.decided.insert(call.id.clone()) {
-            return Err(answered_twice(id));
+            return Err(answered_twice(&signed.id.to_string()));
         }
         // A tool message for the decided call can only be a client's echo of the decision
         // (CopilotKit appends one): not a tool result, so it goes.
         self.protocol_answers.insert(call.id.clone());
-        self.confirmations.extend(Confirmation::of(id, &outcome));
+        self.confirmations
+            .extend(Confirmation::of(&signed.id, &outcome));
         self.decisions.push(ToolDecision {
             tool_call_id: call.id.clone(),
             tool_name: call.name.clone(),
@@ -359,10 +368,18 @@ impl Taken {
     }
 }
 
+/// A history call an approval id was signed for.
+struct SignedCall<'h> {
+    call: &'h HistoryCall,
+    /// `Valid` or `Expired`.
+    check: IdCheck,
+    id: ApprovalId,
+}
+
 /// Refuses an id past its expiry.
-fn fresh(id: &str, check: IdCheck) -> Result<(), AgentError> {
-    match check {
-        IdCheck::Expired => Err(expired_error(id)),
+fn fresh(signed: &SignedCall<'_>) -> Result<(), AgentError> {
+    match signed.check {
+        IdCheck::Expired => Err(expired_error(&signed.id.to_string())),
         IdCheck::Valid | IdCheck::Mismatch => Ok(()),
     }
 }
@@ -382,7 +399,7 @@ struct Confirmation {
 }
 
 impl Confirmation {
-    fn of(id: &str, outcome: &DecisionOutcome) -> Option<Confirmation> {
+    fn of(id: &ApprovalId, outcome: &DecisionOutcome) -> Option<Confirmation> {
         Some(Confirmation {
             accepted: matches!(outcome, DecisionOutcome::Approved { .. }),
             restore: ApprovalSigner::restore_state(id)?,
@@ -504,7 +521,7 @@ impl UpdateMapper for GateMapper {
             parent_message_id,
             restore_state,
         } = request;
-        let id = self.signer.mint(
+        let approval_id = self.signer.mint(
             ApprovalSubject {
                 thread_id: &self.thread_id,
                 tool_call_id: &tool_call_id,
@@ -513,6 +530,7 @@ impl UpdateMapper for GateMapper {
             },
             restore_state.as_deref(),
         );
+        let id = approval_id.to_string();
         let message = self.policies.message(&tool_name, &arguments);
         if self.client_tool {
             let call_arguments = json!({
@@ -541,7 +559,7 @@ impl UpdateMapper for GateMapper {
             })));
         } else {
             out.push(AgentUpdate::Interrupt(Interrupt {
-                expires_at: ApprovalSigner::expires_at(&id),
+                expires_at: ApprovalSigner::expires_at(&approval_id),
                 id,
                 reason: "tool_call".to_owned(),
                 message: Some(message),
@@ -650,7 +668,7 @@ fn unknown(id: &str) -> AgentError {
         code: "interrupt_unknown",
         message: format!(
             "`{}` matches no approval pending in this thread's history",
-            id.chars().take(80).collect::<String>()
+            abbreviated(id)
         ),
     }
 }
@@ -658,13 +676,16 @@ fn unknown(id: &str) -> AgentError {
 fn expired_error(id: &str) -> AgentError {
     AgentError::Resume {
         code: "interrupt_expired",
-        message: format!("the approval `{id}` has expired; ask again"),
+        message: format!("the approval `{}` has expired; ask again", abbreviated(id)),
     }
 }
 
 fn answered_twice(id: &str) -> AgentError {
     AgentError::Resume {
         code: "interrupt_answered_twice",
-        message: format!("the approval `{id}` is answered more than once"),
+        message: format!(
+            "the approval `{}` is answered more than once",
+            abbreviated(id)
+        ),
     }
 }

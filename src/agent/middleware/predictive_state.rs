@@ -32,7 +32,10 @@
 //! before the prediction, the approval gate signs them into the interrupt id (or the 0.x
 //! approval call, e.g. `confirm_changes`), and the resumed run opens with a snapshot that keeps
 //! the prediction (confirmed) or puts those values back (rejected). Nothing is stored between
-//! the runs.
+//! the runs. Values over
+//! [`MAX_RESTORE_BYTES`](crate::agent::approval_id::MAX_RESTORE_BYTES) would make every later request that large, so
+//! then the prediction is withdrawn (a snapshot puts the old values back) before the person is
+//! asked; confirming runs the tool, rejecting has nothing to undo.
 //!
 //! # CopilotKit's `PredictState` event
 //! With `emit_predict_state_event`, a `CUSTOM` event `PredictState` (value
@@ -52,6 +55,7 @@ use std::time::{Duration, Instant};
 use json_patch::PatchOperation;
 use serde_json::{Map, Value};
 
+use crate::agent::approval::restore_fits;
 use crate::agent::{
     map_updates, Agent, AgentError, AgentStream, AgentUpdate, RunRequest, UpdateMapper,
 };
@@ -196,8 +200,17 @@ impl UpdateMapper for PredictiveMapper {
             AgentUpdate::ApprovalRequest(mut request) => {
                 // A predictive call that waits for approval is a confirmation of predicted
                 // state: the request carries what to put back if the person rejects it.
-                if let Some(call) = self.calls.get(&request.tool_call_id) {
-                    request.restore_state = Some(call.before.clone());
+                let id = request.tool_call_id.clone();
+                if let Some(call) = self.calls.get_mut(&id) {
+                    if restore_fits(&call.before) {
+                        request.restore_state = Some(call.before.clone());
+                    } else {
+                        // Too large to ride in the id (and so in every later request): the
+                        // prediction is withdrawn before asking, so a rejection undoes nothing.
+                        call.outcome = None;
+                        let changed = self.settle(&id);
+                        out.extend(self.snapshot_if(changed));
+                    }
                 }
                 out.push(AgentUpdate::ApprovalRequest(request));
                 return Ok(());

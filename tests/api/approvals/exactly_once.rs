@@ -107,6 +107,10 @@ fn assert_executions(service: &ToolService, path: &Path, after: &str) {
         path.executed_with.iter().cloned().collect::<Vec<_>>(),
         "executions at the tool after {after}"
     );
+    // The execution names its call, so a service can dedupe a lost-response retry.
+    for ids in service.call_ids_of("transfer_money") {
+        assert_eq!(ids, ["t1:call_1".to_string(), "call_1".to_string()]);
+    }
 }
 
 /// A later run: a plain reply, no tool call, no result, nothing about the old approval.
@@ -238,4 +242,25 @@ async fn a_conversation_goes_on_after_the_approvals_ttl_for_a_0x_client() {
 #[tokio::test]
 async fn a_conversation_goes_on_after_the_approvals_ttl_for_a_1_0_client() {
     four_runs(Client::V1, approve(), true).await;
+}
+
+/// A response lost on the way (the client never got the result) cannot be told from a first
+/// answer without stored state: the call runs again, with the same `Idempotency-Key`, so a
+/// service that dedupes by it performs the transfer once.
+#[tokio::test]
+async fn an_answer_resent_after_a_lost_response_carries_the_same_idempotency_key() {
+    let service = ToolService::start().await;
+    let tools = vec![transfer_tool(&service, false)];
+    let app = spawn_app(|settings| with_tools(settings, tools)).await;
+    let (events, history) = interrupted_transfer(&app, &service).await;
+    let id = interrupt_id(&events, "call_1");
+    let body = resume_input(history, json!([resolved(&id, json!({"approved": true}))]));
+    for _ in 0..2 {
+        app.fake.push(Reply::Sse(chunks::text_reply(&["Sent."])));
+        assert_success(&app.run_events("/", &body).await);
+    }
+    let ids = service.call_ids_of("transfer_money");
+    assert_eq!(ids.len(), 2);
+    assert_eq!(ids[0], ids[1]);
+    assert_eq!(ids[0][0], "t1:call_1");
 }

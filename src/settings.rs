@@ -48,6 +48,10 @@ fn default_demo_agents() -> bool {
     true
 }
 
+fn default_body_read_timeout_secs() -> f64 {
+    30.0
+}
+
 /// The shape of `config/demo.toml`: agents only.
 #[derive(Deserialize)]
 struct DemoAgents {
@@ -65,6 +69,10 @@ pub struct ServerSettings {
     /// Seconds open streams may go on after SIGTERM/SIGINT; then they end with `RUN_ERROR`
     /// code `shutdown`. Fractions are allowed.
     pub shutdown_grace_secs: f64,
+    /// Seconds a request's whole body may take to arrive; then 408 `body_timeout`. Fractions
+    /// are allowed; must be above 0.
+    #[serde(default = "default_body_read_timeout_secs")]
+    pub body_read_timeout_secs: f64,
     pub limits: LimitSettings,
     /// Limits on what one `RunAgentInput` may carry (absent from a file: the defaults).
     #[serde(default)]
@@ -103,6 +111,13 @@ pub struct InputLimitSettings {
     pub max_context_entries: usize,
     /// Most bytes of `context` descriptions and values together (`context_too_large`).
     pub max_context_bytes: usize,
+    /// Longest `threadId`, `runId` or `parentRunId` in bytes (`id_too_long`): they go on every
+    /// log line of the run and into tool requests.
+    pub max_id_bytes: usize,
+    /// Most entries in `resume` (`too_many_resume_entries`).
+    pub max_resume_entries: usize,
+    /// Most bytes of `resume` interrupt ids and payloads together (`resume_too_large`).
+    pub max_resume_bytes: usize,
 }
 
 impl Default for InputLimitSettings {
@@ -113,6 +128,9 @@ impl Default for InputLimitSettings {
             max_tools: 128,
             max_context_entries: 100,
             max_context_bytes: 256 * 1024,
+            max_id_bytes: 256,
+            max_resume_entries: 64,
+            max_resume_bytes: 256 * 1024,
         }
     }
 }
@@ -177,6 +195,13 @@ impl ServerSettings {
                     "{key} must be a number of seconds between 0 and 1e9, not {secs}"
                 )));
             }
+        }
+        if !(self.body_read_timeout_secs > 0.0 && self.body_read_timeout_secs <= 1e9) {
+            return Err(SettingsError::Invalid(format!(
+                "server.body_read_timeout_secs must be a number of seconds above 0 and at most \
+                 1e9, not {}",
+                self.body_read_timeout_secs
+            )));
         }
         let origins = &self.cors.allowed_origins;
         let any = origins.iter().any(|o| o == "*");

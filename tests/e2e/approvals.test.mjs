@@ -18,7 +18,7 @@ import assert from "node:assert/strict";
 import { buildResumeArray } from "agui-client-1";
 
 import { textTurn, toolTurn } from "./fake-openai.mjs";
-import { CLIENTS, newAgent, ofType, run, serverErrors, types, withFakeUpstreamAndServer } from "./harness.mjs";
+import { CLIENTS, newAgent, ofType, run, serverErrors, types, userMessage, withFakeUpstreamAndServer } from "./harness.mjs";
 
 const TIMEOUT = 30_000;
 const TOOL = "cancel_subscription";
@@ -208,6 +208,126 @@ describe(v0059.name, () => {
     assert.equal(answer.content, "Done, Netflix is cancelled.");
 
     assertCleanHistory(key, callId);
+  });
+});
+
+// ---- Exactly once, over the runs that follow the approval --------------------------------------
+//
+// Ask, approve, then two more messages sent after the approval's TTL has passed, then the answer
+// again (1.0: the same resume; 0.x: the page's answer a second time, a double click). The tool
+// must run once: counted as TOOL_CALL_RESULT events for the call across every run (the 0.0.59
+// client, like CopilotKit, would fold a repeated result into the message it already has, so its
+// messages cannot tell), and as the one result for the call in every later model request.
+
+const TTL_WAIT_MS = 3_100;
+
+function later(events, reply) {
+  assertLifecycle(events);
+  assert.equal(ofType(events, "TOOL_CALL_START").length, 0, types(events).join(", "));
+  const text = ofType(events, "TEXT_MESSAGE_CONTENT").map((e) => e.delta).join("");
+  assert.equal(text, reply);
+}
+
+/** Every model request after the approval carries the call's one result, and nothing else of it. */
+function assertOneResultUpstream(key, callId, from) {
+  const requests = env.fake.requests(key);
+  for (const [n, body] of requests.slice(from).entries()) {
+    const answers = conversation(body).filter((m) => m.role === "tool" && m.tool_call_id === callId);
+    assert.equal(answers.length, 1, `request #${n + from}: ${JSON.stringify(body.messages, null, 1)}`);
+    assert.equal(answers[0].content, TOOL_RESULT);
+    assert.ok(!JSON.stringify(body).includes("request_approval"), `request #${n + from} holds the approval protocol`);
+  }
+}
+
+function scriptFiveTurns(key, callId) {
+  env.fake.script(
+    key,
+    toolTurn([{ id: callId, name: TOOL, arguments: ARGS }], ["Cancelling ", "it."]),
+    textTurn("Done, ", "Netflix is cancelled."),
+    textTurn("Hello."),
+    textTurn("Goodbye."),
+    textTurn("Nothing more to do."),
+  );
+}
+
+describe(`${v1.name}: exactly once`, () => {
+  test(`[${v1.version}] an approved tool runs once over two later messages (after the TTL) and a replayed resume`, { timeout: TIMEOUT }, async () => {
+    const key = `approval-once-${v1.tag}`;
+    const callId = `call_once_${v1.tag}`;
+    scriptFiveTurns(key, callId);
+    const agent = newAgent(v1, `${env.server.url}/approvals_short_ttl`, { prompt: `${key}: cancel my Netflix` });
+    const all = [];
+
+    const first = await run(agent);
+    all.push(...first.events);
+    const interrupt = ofType(first.events, "RUN_FINISHED")[0].outcome.interrupts[0];
+    assert.equal(interrupt.toolCallId, callId);
+    const resume = buildResumeArray(agent.pendingInterrupts, {
+      [interrupt.id]: { status: "resolved", payload: { approved: true } },
+    });
+    const second = await run(agent, { resume });
+    all.push(...second.events);
+    assertLifecycle(second.events);
+    assert.deepEqual(ofType(second.events, "TOOL_CALL_RESULT").map((e) => e.toolCallId), [callId]);
+
+    await new Promise((resolve) => setTimeout(resolve, TTL_WAIT_MS));
+    assert.ok(Date.parse(interrupt.expiresAt) < Date.now(), "the approval has expired");
+    for (const [message, reply] of [["thanks, now just say hello", "Hello."], ["and goodbye", "Goodbye."]]) {
+      agent.addMessage(userMessage(message));
+      const next = await run(agent);
+      all.push(...next.events);
+      later(next.events, reply);
+    }
+    const replayed = await run(agent, { resume });
+    all.push(...replayed.events);
+    later(replayed.events, "Nothing more to do.");
+    assert.deepEqual(ofType(replayed.events, "RUN_FINISHED")[0].outcome, { type: "success" });
+
+    assert.deepEqual(ofType(all, "TOOL_CALL_RESULT").map((e) => e.toolCallId), [callId], "the tool ran once");
+    assert.equal(env.fake.requests(key).length, 5);
+    assertOneResultUpstream(key, callId, 1);
+  });
+});
+
+describe(`${v0059.name}: exactly once`, () => {
+  test(`[${v0059.version}] an approved tool runs once over two later messages (after the TTL) and a repeated answer`, { timeout: TIMEOUT }, async () => {
+    const key = `approval-once-${v0059.tag}`;
+    const callId = `call_once_${v0059.tag}`;
+    scriptFiveTurns(key, callId);
+    const agent = newAgent(v0059, `${env.server.url}/approvals_short_ttl`, { prompt: `${key}: cancel my Netflix` });
+    const all = [];
+
+    const first = await run(agent);
+    all.push(...first.events);
+    const approval = ofType(first.events, "TOOL_CALL_START").find((e) => e.toolCallName === "request_approval");
+    assert.ok(approval, types(first.events).join(", "));
+    const answer = () => ({
+      id: userMessage("").id.replace("user", "approval-answer"),
+      role: "tool",
+      toolCallId: approval.toolCallId,
+      content: JSON.stringify({ approved: true }),
+    });
+    agent.addMessage(answer());
+    const second = await run(agent);
+    all.push(...second.events);
+    assertLifecycle(second.events);
+    assert.deepEqual(ofType(second.events, "TOOL_CALL_RESULT").map((e) => e.toolCallId), [callId]);
+
+    await new Promise((resolve) => setTimeout(resolve, TTL_WAIT_MS));
+    for (const [message, reply] of [["thanks, now just say hello", "Hello."], ["and goodbye", "Goodbye."]]) {
+      agent.addMessage(userMessage(message));
+      const next = await run(agent);
+      all.push(...next.events);
+      later(next.events, reply);
+    }
+    agent.addMessage(answer());
+    const replayed = await run(agent);
+    all.push(...replayed.events);
+    later(replayed.events, "Nothing more to do.");
+
+    assert.deepEqual(ofType(all, "TOOL_CALL_RESULT").map((e) => e.toolCallId), [callId], "the tool ran once");
+    assert.equal(env.fake.requests(key).length, 5);
+    assertOneResultUpstream(key, callId, 1);
   });
 });
 

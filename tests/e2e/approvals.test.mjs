@@ -349,6 +349,78 @@ describe(`${v0059.name}: exactly once`, () => {
   }
 });
 
+// ---- A rejected prediction is restored once --------------------------------------------------
+//
+// The prediction streams into agent.state, the person rejects it, the state from before comes
+// back; then the user edits the state, sends two more messages and the answer again: the edit
+// survives every later run (no old restore is applied again).
+
+for (const client of CLIENTS) {
+  describe(`${client.name}: confirmation of predicted state`, () => {
+    test(`[${client.version}] a rejected prediction is restored once and later edits survive`, { timeout: TIMEOUT }, async () => {
+      const key = `confirm-once-${client.tag}`;
+      const callId = `call_confirm_${client.tag}`;
+      const before = { theme: "dark", recipe: { title: `Old ${client.tag}` } };
+      env.fake.script(
+        key,
+        toolTurn([{ id: callId, name: "update_recipe", arguments: { recipe: { title: `New ${client.tag}` } } }]),
+        textTurn("Kept the old one."),
+        textTurn("Hello."),
+        textTurn("Goodbye."),
+        textTurn("Nothing more to do."),
+      );
+      const agent = newAgent(client, `${env.server.url}/writer_confirm`, { prompt: `${key}: rewrite it`, state: before });
+      const all = [];
+
+      const first = await run(agent);
+      all.push(...first.events);
+      assert.equal(agent.state.recipe.title, `New ${client.tag}`, "the prediction streamed");
+      let resume;
+      let answer;
+      if (client.protocol10) {
+        const interrupt = ofType(first.events, "RUN_FINISHED")[0].outcome.interrupts[0];
+        assert.equal(interrupt.toolCallId, callId);
+        resume = buildResumeArray(agent.pendingInterrupts, {
+          [interrupt.id]: { status: "resolved", payload: { approved: false } },
+        });
+      } else {
+        const confirm = ofType(first.events, "TOOL_CALL_START").find((e) => e.toolCallName === "confirm_changes");
+        assert.ok(confirm, types(first.events).join(", "));
+        answer = () => ({
+          id: userMessage("").id.replace("user", "confirm-answer"),
+          role: "tool",
+          toolCallId: confirm.toolCallId,
+          content: JSON.stringify({ accepted: false }),
+        });
+        agent.addMessage(answer());
+      }
+      const second = await run(agent, resume ? { resume } : {});
+      all.push(...second.events);
+      assertLifecycle(second.events);
+      assert.deepEqual(agent.state, before, "restored");
+
+      const edited = { theme: "light", recipe: { title: `Mine ${client.tag}` } };
+      agent.setState(edited);
+      for (const [message, reply] of [["thanks, now just say hello", "Hello."], ["and goodbye", "Goodbye."]]) {
+        agent.addMessage(userMessage(message));
+        const next = await run(agent);
+        all.push(...next.events);
+        later(next.events, reply);
+        assert.deepEqual(agent.state, edited, "the edit survives");
+      }
+      if (answer) agent.addMessage(answer());
+      const replayed = await run(agent, resume ? { resume } : {});
+      all.push(...replayed.events);
+      later(replayed.events, "Nothing more to do.");
+      assert.deepEqual(agent.state, edited, "the edit survives a replayed answer");
+
+      const results = ofType(all, "TOOL_CALL_RESULT");
+      assert.deepEqual(results.map((e) => e.toolCallId), [callId], "one result, in run 2");
+      assert.notEqual(results[0].content, "Recipe saved.", "the rejected tool never ran");
+    });
+  });
+}
+
 test("no model request went unscripted", () => {
   assert.deepEqual(env.fake.unmatched, []);
 });

@@ -144,3 +144,56 @@ async fn an_id_in_any_other_spelling_is_refused() {
     }
     assert_eq!(service.total(), 0);
 }
+
+/// A 0.x thread keeps its old approvals (call, answer, result) in its history for ever: once
+/// the key that signed them is dropped, the thread still goes on, since they act on nothing.
+#[tokio::test]
+async fn a_0x_thread_goes_on_after_the_key_of_its_old_approval_is_dropped() {
+    let service = ToolService::start().await;
+    let tools = vec![transfer_tool(&service, false)];
+    let old = spawn_app(|settings| {
+        with_tools(settings, tools);
+        settings.security.approval_keys = vec![OLD_KEY.into()];
+    })
+    .await;
+    old.fake.push(Reply::Sse(chunks::tool_calls(
+        &[("call_1", "transfer_money", TRANSFER_ARGS)],
+        false,
+    )));
+    let question = user("Send 250 to Bob.");
+    let events = old.run_events("/", &input_0x(vec![question.clone()])).await;
+    let approval_id = of_type(&events, "TOOL_CALL_START")[1]["toolCallId"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let mut history = client_history(&[question], &events);
+    history.push(tool_result(&approval_id, r#"{"approved":true}"#));
+    old.fake.push(Reply::Sse(chunks::text_reply(&["Sent."])));
+    let answered = old.run_events("/", &input_0x(history.clone())).await;
+    assert_success_0x(&answered);
+    let mut history = client_history(&history, &answered);
+    assert_eq!(service.total(), 1);
+
+    let tools = vec![transfer_tool(&service, false)];
+    let rotated = spawn_app(|settings| {
+        with_tools(settings, tools);
+        settings.security.approval_keys = vec![NEW_KEY.into()];
+    })
+    .await;
+    history.push(user("thanks, now just say hello"));
+    rotated
+        .fake
+        .push(Reply::Sse(chunks::text_reply(&["Hello."])));
+    let events = rotated.run_events("/", &input_0x(history)).await;
+    assert_success_0x(&events);
+    assert_eq!(the_text(&events), "Hello.");
+    assert!(of_type(&events, "TOOL_CALL_RESULT").is_empty());
+    assert_eq!(service.total(), 1);
+    assert_provider_saw_clean_histories(&rotated);
+}
+
+#[track_caller]
+fn assert_success_0x(events: &[Value]) {
+    assert_well_formed(events);
+    assert_eq!(last(events)["type"], "RUN_FINISHED", "{:?}", types(events));
+}

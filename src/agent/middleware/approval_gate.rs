@@ -14,7 +14,7 @@
 //! offered to it, and its calls and answers (and CopilotKit's echo of an interrupt answer) are
 //! removed from the history, so the provider sees one clean call/result pair.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use futures_util::stream::{self, StreamExt};
@@ -126,17 +126,15 @@ impl ApprovalGate {
                 .filter(|c| c.name != approval_tool)
                 .filter(|c| target.is_none_or(|t| t == c.id))
                 .collect();
-            let signed = match self.find_signed_call(&approval.id, thread_id, &candidates) {
-                Some(signed) => signed,
-                // Whoever signed it, an answer about calls that all have their result acts
-                // on nothing (e.g. signed with a key since retired): no reason to end the thread.
-                None if !candidates.is_empty()
-                    && candidates.iter().all(|c| history.carried_out(&c.id)) =>
-                {
-                    continue
-                }
-                None => return Err(unknown(&approval.id)),
-            };
+            // Whoever signed it, an answer about calls that all have their result acts on
+            // nothing (every earlier approval, even one signed with a key since retired): it
+            // needs no check, and must not end the thread.
+            if !candidates.is_empty() && candidates.iter().all(|c| history.carried_out(&c.id)) {
+                continue;
+            }
+            let signed = self
+                .find_signed_call(&approval.id, thread_id, &candidates)
+                .ok_or_else(|| unknown(&approval.id))?;
             let call = signed.call;
             if history.carried_out(&call.id) {
                 continue;
@@ -302,33 +300,39 @@ impl ApprovalGate {
 /// The tool calls and tool messages of a request's history.
 struct History {
     calls: Vec<HistoryCall>,
-    /// `(tool_call_id, text)` of every tool message.
-    answers: Vec<(String, String)>,
+    /// The text of the first tool message answering each call id.
+    answers: HashMap<String, String>,
+    /// The "already carried out" guard's data: the calls with a result in the history (a tool
+    /// message that is not a client's echo of the decision).
+    results: HashSet<String>,
 }
 
 impl History {
     fn of(messages: &[Message]) -> History {
+        let mut answers = HashMap::new();
+        let mut results = HashSet::new();
+        for (call_id, text) in tool_answers(messages) {
+            if !is_decision_echo(&text) {
+                results.insert(call_id.clone());
+            }
+            answers.entry(call_id).or_insert(text);
+        }
         History {
             calls: history_calls(messages),
-            answers: tool_answers(messages),
+            answers,
+            results,
         }
     }
 
     fn answer_to(&self, call_id: &str) -> Option<&str> {
-        self.answers
-            .iter()
-            .find(|(id, _)| id == call_id)
-            .map(|(_, text)| text.as_str())
+        self.answers.get(call_id).map(String::as_str)
     }
 
-    /// The "already carried out" guard: whether the call has its result in the history (a
-    /// tool message that is not a client's echo of the decision). A decision about such a
-    /// call was acted on in an earlier run, and the client kept what it produced; acting on
-    /// it again would repeat the side effect.
+    /// The "already carried out" guard: whether the call has its result in the history. A
+    /// decision about such a call was acted on in an earlier run, and the client kept what it
+    /// produced; acting on it again would repeat the side effect.
     fn carried_out(&self, call_id: &str) -> bool {
-        self.answers
-            .iter()
-            .any(|(id, text)| id == call_id && !is_decision_echo(text))
+        self.results.contains(call_id)
     }
 }
 

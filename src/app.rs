@@ -203,11 +203,11 @@ fn assemble(settings: &Settings, extra_tools: &ExtraTools) -> Result<Assembled, 
     let llm = LlmClient::new(&settings.llm)?;
     let model = llm.describe();
     let offline = llm.is_offline();
-    let approval_key = approval_key(settings);
+    let approval_keys = approval_keys(settings);
     let mut agents: BTreeMap<String, Arc<dyn Agent>> = BTreeMap::new();
     for (name, agent_settings) in &settings.agents {
         let tools = extra_tools.get(name).map(Vec::as_slice).unwrap_or_default();
-        let agent = pipeline::build(name, agent_settings, llm.clone(), tools, &approval_key)
+        let agent = pipeline::build(name, agent_settings, llm.clone(), tools, &approval_keys)
             .map_err(|message| SettingsError::Invalid(format!("agents.{name}: {message}")))?;
         agents.insert(name.clone(), agent);
     }
@@ -255,11 +255,13 @@ fn wire_tool(tool: &dyn Tool) -> crate::protocol::Tool {
     }
 }
 
-/// One key for every agent: ids minted by one agent are checked by the same key, and an empty
-/// configured key gets one random key per process (development only; validated).
-fn approval_key(settings: &Settings) -> String {
-    if !settings.security.approval_key.is_empty() {
-        return settings.security.approval_key.clone();
+/// The same keys for every agent (each id also binds its agent's name): sign with the first,
+/// verify with any. None configured gets one random key per process (development only;
+/// validated).
+fn approval_keys(settings: &Settings) -> Vec<String> {
+    let keys = settings.security.approval_key_list();
+    if !keys.is_empty() {
+        return keys;
     }
     let needs_approval = settings
         .agents
@@ -267,11 +269,11 @@ fn approval_key(settings: &Settings) -> String {
         .any(|agent| ApprovalPolicies::from_settings(&agent.tools).is_ok_and(|p| !p.is_empty()));
     if needs_approval {
         tracing::warn!(
-            "security.approval_key is not set: approvals are signed with a random key and \
+            "security.approval_keys is not set: approvals are signed with a random key and \
              cannot be resumed after a restart or on another replica"
         );
     }
-    uuid::Uuid::new_v4().simple().to_string() + &uuid::Uuid::new_v4().simple().to_string()
+    vec![uuid::Uuid::new_v4().simple().to_string() + &uuid::Uuid::new_v4().simple().to_string()]
 }
 
 async fn shutdown_signal() {

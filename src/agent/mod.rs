@@ -24,6 +24,7 @@
 //! bodies or secrets; details go to the logs.
 
 pub mod approval;
+pub mod approval_id;
 mod chat;
 mod history;
 mod mapper;
@@ -205,3 +206,13 @@ impl AgentError {
 
 /// The one id helper, here for the agents that mint message and call ids.
 pub use crate::text::new_id;
+
+/// Compact JSON with `<`, `>` and `&` as `\u` escapes: still the same JSON value, but no text
+/// inside it can close or open a tag around it (the prompt's `<state>` and `<context>` blocks).
+pub(crate) fn prompt_safe_json(value: &Value) -> String {
+    value
+        .to_string()
+        .replace('<', "\\u003c")
+        .replace('>', "\\u003e")
+        .replace('&', "\\u0026")
+}

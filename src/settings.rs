@@ -103,6 +103,15 @@ pub struct InputLimitSettings {
     pub max_context_entries: usize,
     /// Most bytes of `context` descriptions and values together (`context_too_large`).
     pub max_context_bytes: usize,
+    /// Most media parts (images, audio, video, documents) across all messages
+    /// (`too_many_media_parts`).
+    pub max_media_parts: usize,
+    /// Most decoded bytes of one media part's inline base64 data (`media_too_large`).
+    pub max_media_bytes: usize,
+    /// Accept media parts that name an `http(s)` URL, which the model server then fetches. Off:
+    /// inline data only (`media_url_not_allowed`), for a model server that can reach addresses
+    /// clients should not.
+    pub allow_media_urls: bool,
 }
 
 impl Default for InputLimitSettings {
@@ -113,6 +122,9 @@ impl Default for InputLimitSettings {
             max_tools: 128,
             max_context_entries: 100,
             max_context_bytes: 256 * 1024,
+            max_media_parts: 32,
+            max_media_bytes: 20 * 1024 * 1024,
+            allow_media_urls: true,
         }
     }
 }

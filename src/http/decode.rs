@@ -2,7 +2,8 @@
 //!
 //! A JSON syntax error is 400 `invalid_json`, a well-formed body of the wrong shape 422
 //! `invalid_request`, a body over `server.body_limit_bytes` 413, and a valid input over one of
-//! `server.input_limits` 422 with a code naming that limit.
+//! `server.input_limits` 422 with a code naming that limit; media parts are checked too
+//! (`decode/media.rs`).
 //!
 //! The input limits are checked here, on the decoded input, rather than in `RunRequest`
 //! construction or in the agents: they hold for every agent alike, they come before the run
@@ -22,6 +23,7 @@ use super::ApiError;
 use crate::protocol::{Content, ContentPart, Message, RunAgentInput};
 use crate::settings::InputLimitSettings;
 
+mod media;
 #[cfg(test)]
 mod tests;
 
@@ -61,6 +63,7 @@ pub(super) fn decode_run_input(
         }
     })?;
     check_input_limits(&input, limits)?;
+    media::check_media(&input.messages, limits)?;
     Ok(input)
 }
 

@@ -1091,8 +1091,10 @@ everything = { tool = "write_document", tool_argument = "*" }
 
     #[test]
     fn demo_agents_are_added_unless_off_in_production_or_configured() {
-        const DEMO: [&str; 7] = [
+        const DEMO: [&str; 9] = [
             "agentic_chat",
+            "agentic_chat_multimodal",
+            "agentic_chat_reasoning",
             "backend_tool_rendering",
             "human_in_the_loop",
             "agentic_generative_ui",
@@ -1127,7 +1129,7 @@ everything = { tool = "write_document", tool_argument = "*" }
         agent.instructions = "mine".into();
         mine.agents.insert("shared_state".into(), agent);
         mine.add_demo_agents().unwrap();
-        assert_eq!(mine.agents.len(), 8);
+        assert_eq!(mine.agents.len(), DEMO.len() + 1);
         assert_eq!(mine.agents["shared_state"].instructions, "mine");
         assert!(mine.agents["shared_state"].tools[0].name == "get_weather");
 

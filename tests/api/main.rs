@@ -17,6 +17,7 @@ mod chat_client;
 mod client_tools;
 mod cors;
 mod demo;
+mod demo_chat_variants;
 mod examples;
 mod health;
 mod history;

@@ -95,7 +95,7 @@ pub struct InputLimitSettings {
     pub max_messages: usize,
     /// Most bytes of text across all messages: text content and text parts, tool-call names and
     /// arguments, tool results, reasoning (`content_too_large`). Media data is bounded by
-    /// `server.body_limit_bytes` only.
+    /// `max_media_parts` and `max_media_bytes`.
     pub max_content_bytes: usize,
     /// Most client tools in `tools` (`too_many_tools`).
     pub max_tools: usize,

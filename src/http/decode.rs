@@ -130,7 +130,7 @@ fn check_input_limits(input: &RunAgentInput, limits: &InputLimitSettings) -> Res
 }
 
 /// Bytes of text across the messages: what reaches the model's prompt. Media data is not
-/// counted (the body limit bounds it); activity messages never reach the model.
+/// counted (the media limits bound it); activity messages never reach the model.
 fn content_bytes(messages: &[Message]) -> usize {
     fn content(content: &Content) -> usize {
         match content {

@@ -24,6 +24,7 @@ use crate::protocol::{Content, ContentPart, Message, RunAgentInput};
 use crate::settings::InputLimitSettings;
 
 mod media;
+pub use media::check_media;
 #[cfg(test)]
 mod tests;
 

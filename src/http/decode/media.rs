@@ -32,11 +32,10 @@ const IMAGE_FORMATS: &[(&str, &str)] = &[
 /// What one part's check found wrong: the error code and the reason.
 type Refusal = (&'static str, String);
 
-/// Checks every media part of `messages` against `limits` (see the module docs).
-pub(super) fn check_media(
-    messages: &[Message],
-    limits: &InputLimitSettings,
-) -> Result<(), ApiError> {
+/// Checks every media part of `messages` against `limits` (see the module docs); the error is
+/// the 422 the server answers. Public so that its cost can be benchmarked (`benches/input.rs`)
+/// and an embedder decoding input itself can apply the same checks.
+pub fn check_media(messages: &[Message], limits: &InputLimitSettings) -> Result<(), ApiError> {
     let mut count = 0usize;
     for (message_index, message) in messages.iter().enumerate() {
         let content = match message {

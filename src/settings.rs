@@ -109,7 +109,7 @@ pub struct InputLimitSettings {
     pub max_messages: usize,
     /// Most bytes of text across all messages: text content and text parts, tool-call names and
     /// arguments, tool results, reasoning (`content_too_large`). Media data is bounded by
-    /// `server.body_limit_bytes` only.
+    /// `max_media_parts` and `max_media_bytes`.
     pub max_content_bytes: usize,
     /// Most client tools in `tools` (`too_many_tools`).
     pub max_tools: usize,
@@ -124,6 +124,15 @@ pub struct InputLimitSettings {
     pub max_resume_entries: usize,
     /// Most bytes of `resume` interrupt ids and payloads together (`resume_too_large`).
     pub max_resume_bytes: usize,
+    /// Most media parts (images, audio, video, documents) across all messages
+    /// (`too_many_media_parts`).
+    pub max_media_parts: usize,
+    /// Most decoded bytes of one media part's inline base64 data (`media_too_large`).
+    pub max_media_bytes: usize,
+    /// Accept media parts that name an `http(s)` URL, which the model server then fetches. Off:
+    /// inline data only (`media_url_not_allowed`), for a model server that can reach addresses
+    /// clients should not.
+    pub allow_media_urls: bool,
 }
 
 impl Default for InputLimitSettings {
@@ -137,6 +146,9 @@ impl Default for InputLimitSettings {
             max_id_bytes: 256,
             max_resume_entries: 64,
             max_resume_bytes: 256 * 1024,
+            max_media_parts: 32,
+            max_media_bytes: 20 * 1024 * 1024,
+            allow_media_urls: true,
         }
     }
 }
@@ -1178,8 +1190,10 @@ everything = { tool = "write_document", tool_argument = "*" }
 
     #[test]
     fn demo_agents_are_added_unless_off_in_production_or_configured() {
-        const DEMO: [&str; 7] = [
+        const DEMO: [&str; 9] = [
             "agentic_chat",
+            "agentic_chat_multimodal",
+            "agentic_chat_reasoning",
             "backend_tool_rendering",
             "human_in_the_loop",
             "agentic_generative_ui",
@@ -1214,7 +1228,7 @@ everything = { tool = "write_document", tool_argument = "*" }
         agent.instructions = "mine".into();
         mine.agents.insert("shared_state".into(), agent);
         mine.add_demo_agents().unwrap();
-        assert_eq!(mine.agents.len(), 8);
+        assert_eq!(mine.agents.len(), DEMO.len() + 1);
         assert_eq!(mine.agents["shared_state"].instructions, "mine");
         assert!(mine.agents["shared_state"].tools[0].name == "get_weather");
 

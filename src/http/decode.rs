@@ -7,7 +7,8 @@
 //! `server.body_read_timeout_secs` (408 `body_timeout` otherwise), so a client dribbling its body
 //! cannot hold a connection and a task for ever. A JSON syntax error is 400 `invalid_json`, a well-formed body of the wrong shape 422
 //! `invalid_request`, a body over `server.body_limit_bytes` 413, and a valid input over one of
-//! `server.input_limits` 422 with a code naming that limit.
+//! `server.input_limits` 422 with a code naming that limit; media parts are checked too
+//! (`decode/media.rs`).
 //!
 //! The input limits are checked here, on the decoded input, rather than in `RunRequest`
 //! construction or in the agents: they hold for every agent alike, they come before the run
@@ -33,6 +34,8 @@ use super::ApiError;
 use crate::protocol::{Content, ContentPart, Message, RunAgentInput};
 use crate::settings::InputLimitSettings;
 
+mod media;
+pub use media::check_media;
 #[cfg(test)]
 mod tests;
 
@@ -134,6 +137,7 @@ pub(super) fn decode_run_input(
         }
     })?;
     check_input_limits(&input, limits)?;
+    media::check_media(&input.messages, limits)?;
     Ok(input)
 }
 
@@ -253,7 +257,7 @@ fn resume_bytes(input: &RunAgentInput) -> usize {
 }
 
 /// Bytes of text across the messages: what reaches the model's prompt. Media data is not
-/// counted (the body limit bounds it); activity messages never reach the model.
+/// counted (the media limits bound it); activity messages never reach the model.
 fn content_bytes(messages: &[Message]) -> usize {
     fn content(content: &Content) -> usize {
         match content {

@@ -12,13 +12,18 @@
 //!   (`background` for `change_background`, `weather`, `haiku`, `steps` or `plan`, `recipe`,
 //!   `document`). Its arguments come from its JSON Schema with believable values derived from
 //!   the text after the name (see [`Generator`]), streamed in several fragments;
-//! - otherwise a scripted reply that says how to configure a real model.
+//! - when the last user message has images, a reply that names them (it cannot see them);
+//! - otherwise a scripted reply that says how to configure a real model;
+//! - before any of these, a reasoning phase when the system prompt asks it to "think step by
+//!   step" (`offline/chat_variants.rs`).
 //!
 //! Everything is a pure function of the request: the same request gets the same reply.
 
 use futures_util::stream::{self, BoxStream};
 use futures_util::StreamExt;
 use serde_json::{Map, Value};
+
+mod chat_variants;
 
 use super::error::LlmError;
 use super::{ChatMessage, ChatRequest, FinishReason, LlmEvent, ToolSpec, Usage, UserPart};
@@ -48,8 +53,18 @@ pub(crate) fn stream(request: ChatRequest) -> BoxStream<'static, Result<LlmEvent
     .boxed()
 }
 
-/// The complete reply to `request`, as the events a stream would yield.
+/// The complete reply to `request`, as the events a stream would yield: the answer, after a
+/// reasoning phase when the system prompt asks for one (see [`chat_variants`]).
 pub(crate) fn reply(request: &ChatRequest) -> Vec<LlmEvent> {
+    let answer = answer(request);
+    if chat_variants::wants_reasoning(&request.messages) {
+        let user_text = last_user_text(&request.messages);
+        return chat_variants::with_reasoning(&request.messages, &user_text, answer);
+    }
+    answer
+}
+
+fn answer(request: &ChatRequest) -> Vec<LlmEvent> {
     let input_tokens: u64 = request.messages.iter().map(message_words).sum();
 
     let ordinal = previous_tool_calls(&request.messages) + 1;
@@ -73,6 +88,13 @@ pub(crate) fn reply(request: &ChatRequest) -> Vec<LlmEvent> {
         return tool_call_reply(&tool.name, Value::Object(arguments), ordinal, input_tokens);
     }
 
+    let images = chat_variants::last_user_images(&request.messages);
+    if !images.is_empty() {
+        return text_reply(
+            &chat_variants::image_reply(&images, &user_text),
+            input_tokens,
+        );
+    }
     let text = format!(
         "Hello from the agui-host offline model. No API key is configured, so this reply is \
          scripted. You said: \"{}\". Set OPENAI_API_KEY (and optionally OPENAI_BASE_URL) to \

@@ -361,6 +361,12 @@ pub(crate) mod chunks {
         delta(json!({"content": text}))
     }
 
+    /// A reasoning delta in `field`: `reasoning_content` (DeepSeek, vLLM, LM Studio) or
+    /// `reasoning` (OpenRouter, Ollama).
+    pub(crate) fn reasoning(field: &str, text: &str) -> String {
+        delta(json!({ field: text }))
+    }
+
     pub(crate) fn finish(reason: &str) -> String {
         chunk(json!([{"index": 0, "delta": {}, "finish_reason": reason}])).to_string()
     }

@@ -18,6 +18,7 @@ mod cli;
 mod client_tools;
 mod cors;
 mod demo;
+mod demo_chat_variants;
 mod discovery;
 mod examples;
 mod health;

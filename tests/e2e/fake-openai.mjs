@@ -35,11 +35,21 @@ export function split(text, size = 3) {
 
 /**
  * One model turn as a list of SSE payloads (objects, or the string "[DONE]").
+ *   reasoning: array of reasoning deltas, sent first in `reasoningField` (`reasoning_content`
+ *              as DeepSeek and vLLM send it, or `reasoning` as OpenRouter and Ollama do)
  *   text:  array of content deltas (each becomes one chunk)
  *   calls: [{ id, name, arguments: <string or object> }], arguments split into small fragments
  */
-export function turn({ text = [], calls = [], usage = { prompt: 11, completion: 7 }, fragment = 3 } = {}) {
+export function turn({
+  reasoning = [],
+  reasoningField = "reasoning_content",
+  text = [],
+  calls = [],
+  usage = { prompt: 11, completion: 7 },
+  fragment = 3,
+} = {}) {
   const frames = [delta({ role: "assistant", content: "" })];
+  for (const part of reasoning) frames.push(delta({ [reasoningField]: part }));
   for (const part of text) frames.push(delta({ content: part }));
   calls.forEach((call, index) => {
     const args = typeof call.arguments === "string" ? call.arguments : JSON.stringify(call.arguments);

@@ -110,7 +110,7 @@ fn valid_input() -> Value {
             {"id": "u", "role": "user", "content": [
                 {"type": "text", "text": "look"},
                 {"type": "image", "source": {"type": "url", "value": "https://x/y.png"}},
-                {"type": "binary", "mimeType": "image/png", "data": "AAAA"},
+                {"type": "binary", "mimeType": "image/png", "data": super::media::tests::PNG_1X1},
             ]},
             {"id": "a", "role": "assistant", "content": null, "toolCalls": [
                 {"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{\"x\":1}"}},
@@ -238,6 +238,7 @@ fn each_input_limit_is_refused_with_its_own_code() {
         max_id_bytes: 8,
         max_resume_entries: 1,
         max_resume_bytes: 40,
+        ..InputLimitSettings::default()
     };
     let text = |n: usize| json!({"id": "u", "role": "user", "content": "x".repeat(n)});
     let cases = [
@@ -690,6 +691,9 @@ fn generated_inputs_never_panic_and_are_refused_with_a_4xx_json_or_accepted() {
         max_id_bytes: 8,
         max_resume_entries: 1,
         max_resume_bytes: 32,
+        max_media_parts: 1,
+        max_media_bytes: 16,
+        allow_media_urls: false,
     };
     let default = InputLimitSettings::default();
     let accepted = Cell::new(0u32);

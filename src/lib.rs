@@ -22,12 +22,15 @@
 //! state        predictive state, pure: incremental partial JSON, arguments projected onto
 //!              state keys as minimal JSON Patch operations (a leaf)
 //! chat_client  the terminal AG-UI client (`agui-host chat`): a consumer of `protocol` only
+//! threads      threads the server remembers: the store (memory, Redis), run leases, the
+//!              record of a run, the check of a client's history against it
 //! ```
 //!
 //! # Dependency rule
 //! `protocol` and `state` are leaves (`state`: no tokio, no agent or protocol types); `llm` uses
-//! only `settings`; `tools` uses `settings`; `agent` uses `protocol`, `llm`, `state` and `tools`;
-//! `http` uses `agent` and `protocol`; `app` wires everything.
+//! only `settings`; `tools` uses `settings`; `threads` uses `protocol` and `settings`; `agent` uses `protocol`,
+//! `llm`, `state` and `tools`; `http` uses `agent`, `protocol` and `threads`; `app` wires
+//! everything.
 //!
 //! # How a run flows
 //! ```text
@@ -56,6 +59,7 @@ pub mod protocol;
 pub mod settings;
 pub mod state;
 pub mod telemetry;
+pub mod threads;
 pub mod tools;
 
 #[cfg(test)]

@@ -14,6 +14,7 @@ use crate::agent::{pipeline, Agent};
 use crate::http::{self, AppState, Metrics, Readiness, RunLimits, Shutdown};
 use crate::llm::{LlmClient, LlmError};
 use crate::settings::{Settings, SettingsError};
+use crate::threads::{AgentTools, Threads};
 use crate::tools::Tool;
 
 /// How long, after the grace period, the server waits for streams to write their final
@@ -27,6 +28,8 @@ pub enum AppError {
     Settings(#[from] SettingsError),
     #[error("cannot set up the model client: {0}")]
     Llm(#[from] LlmError),
+    #[error("cannot open the thread store: {0}")]
+    Threads(#[from] crate::threads::StoreError),
     #[error("cannot listen on {address}: {source}")]
     Bind {
         address: String,
@@ -96,6 +99,10 @@ impl App {
                 .map_err(|message| SettingsError::Invalid(format!("agents.{name}: {message}")))?;
             agents.insert(name.clone(), agent);
         }
+        let threads =
+            Threads::from_settings(&settings.threads, agent_tools(&settings, &extra_tools))
+                .await?
+                .map(Arc::new);
         let shutdown = Shutdown::new();
         let metrics = Arc::new(Metrics::new());
         let state = AppState {
@@ -107,6 +114,7 @@ impl App {
             shutdown: shutdown.clone(),
             metrics: Arc::clone(&metrics),
             readiness: Arc::new(Readiness::new(&settings)),
+            threads,
         };
         let router = http::router(state, &settings)?;
         let address = format!("{}:{}", settings.server.host, settings.server.port);
@@ -213,6 +221,28 @@ impl App {
             }
         }
     }
+}
+
+/// Each agent's server tool names (configured and registered in Rust), whose results a client
+/// may not invent on a verified thread, and its result for a declined call.
+fn agent_tools(settings: &Settings, extra_tools: &ExtraTools) -> BTreeMap<String, AgentTools> {
+    settings
+        .agents
+        .iter()
+        .map(|(name, agent)| {
+            let configured = agent.tools.iter().map(|tool| tool.name.clone());
+            let registered = extra_tools
+                .get(name)
+                .into_iter()
+                .flatten()
+                .map(|tool| tool.definition().name.clone());
+            let tools = AgentTools {
+                server_tools: configured.chain(registered).collect(),
+                declined_result: agent.approval.rejected_message.clone(),
+            };
+            (name.clone(), tools)
+        })
+        .collect()
 }
 
 async fn shutdown_signal() {

@@ -10,7 +10,8 @@
 //!
 //! Files: `run` (the run endpoints and the SSE pump), `decode` (body to `RunAgentInput`, input
 //! limits), `error` (ApiError), `ops` (health and readiness), `metrics` (the registry and
-//! `/metrics`), `limits` (run slots, deadline, shutdown), `auth` (tokens), `cors`.
+//! `/metrics`), `limits` (run slots, deadline, shutdown), `auth` (tokens), `cors`, `threads` (scope,
+//! hydrate, the save at a run's end, the thread routes).
 
 mod auth;
 mod cors;
@@ -20,6 +21,7 @@ mod limits;
 mod metrics;
 mod ops;
 mod run;
+mod threads;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -58,6 +60,8 @@ pub struct AppState {
     pub shutdown: Shutdown,
     pub metrics: Arc<Metrics>,
     pub readiness: Arc<Readiness>,
+    /// Threads the server remembers; `None` when `threads.store = "off"`.
+    pub threads: Option<Arc<crate::threads::Threads>>,
 }
 
 impl std::fmt::Debug for AppState {
@@ -76,6 +80,10 @@ pub fn router(state: AppState, settings: &Settings) -> Result<Router, SettingsEr
     let mut routes = Router::new()
         .route("/", post(run::run_default_agent).get(service_info))
         .route("/{agent}", post(run::run_named_agent))
+        .route(
+            "/{agent}/threads/{thread_id}",
+            get(threads::get_thread).delete(threads::delete_thread),
+        )
         .route("/health", get(ops::health))
         .route("/ready", get(ops::ready));
     if settings.metrics.enabled {

@@ -110,8 +110,17 @@ pub struct Threads {
     pub on_concurrent_run: ConcurrentRunPolicy,
     /// The header a trusted proxy names the user in; `None`: scope from the token.
     pub scope_header: Option<String>,
-    /// Each agent's server tool names: a result for one of these must come from the server.
-    pub server_tools: BTreeMap<String, BTreeSet<String>>,
+    /// What the history check knows of each agent's tools, by agent name.
+    pub agent_tools: BTreeMap<String, AgentTools>,
+}
+
+/// What the history check knows of one agent's tools.
+#[derive(Debug, Clone, Default)]
+pub struct AgentTools {
+    /// Server tool names: a result for one of these must come from the server.
+    pub server_tools: BTreeSet<String>,
+    /// The result the agent gives a call a person declined.
+    pub declined_result: String,
 }
 
 impl Threads {
@@ -121,7 +130,7 @@ impl Threads {
     /// Redis cannot be reached or its URL is malformed.
     pub async fn from_settings(
         settings: &ThreadSettings,
-        server_tools: BTreeMap<String, BTreeSet<String>>,
+        agent_tools: BTreeMap<String, AgentTools>,
     ) -> Result<Option<Threads>, StoreError> {
         let ttl = Duration::from_secs(settings.ttl_secs.max(1));
         let (store, leases): (Arc<dyn ThreadStore>, Leases) = match settings.store {
@@ -155,7 +164,7 @@ impl Threads {
             history: settings.history,
             on_concurrent_run: settings.on_concurrent_run,
             scope_header,
-            server_tools,
+            agent_tools,
         }))
     }
 }

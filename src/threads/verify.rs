@@ -27,18 +27,30 @@ impl HistoryMismatch {
     }
 }
 
+/// What the check needs to know besides the record and the history.
+#[derive(Debug, Clone, Copy)]
+pub struct Expectations<'a> {
+    /// The agent's server tool names.
+    pub server_tools: &'a BTreeSet<String>,
+    /// The tools the client declares in this request: a client tool of the same name makes
+    /// the result the client's.
+    pub client_tools: &'a BTreeSet<&'a str>,
+    /// Calls whose approval this request answers: a tool message for one of them is the
+    /// client's echo of its answer, which the approval gate removes.
+    pub resumed_calls: &'a BTreeSet<&'a str>,
+    /// The agent's result for a declined call: a dropped decline is not put back, since
+    /// answering a declined call again runs nothing that already ran.
+    pub declined_result: Option<&'a str>,
+}
+
 /// Checks `messages` against `record` and restores dropped server results.
-///
-/// `server_tools` are the agent's server tool names; `client_tools` the tools the client
-/// declares in this request (a client tool of the same name makes the result the client's).
 ///
 /// # Errors
 /// The first result that was changed or forged.
 pub fn reconcile(
     record: &ThreadRecord,
     messages: &mut Vec<Message>,
-    server_tools: &BTreeSet<String>,
-    client_tools: &BTreeSet<&str>,
+    expect: Expectations<'_>,
 ) -> Result<(), HistoryMismatch> {
     let recorded: HashMap<&str, &Message> = record
         .messages
@@ -50,6 +62,10 @@ pub fn reconcile(
             _ => None,
         })
         .collect();
+    let declined = |message: &Message| {
+        matches!(message, Message::Tool(tool)
+            if expect.declined_result.is_some_and(|text| tool.content.text() == text))
+    };
     let call_names: HashMap<&str, &str> = messages
         .iter()
         .filter_map(|message| match message {
@@ -66,6 +82,9 @@ pub fn reconcile(
         };
         let call_id = tool.tool_call_id.as_str();
         answered.insert(call_id.to_owned());
+        if expect.resumed_calls.contains(call_id) {
+            continue;
+        }
         match recorded.get(call_id) {
             Some(Message::Tool(kept)) => {
                 if kept.content != tool.content {
@@ -74,7 +93,7 @@ pub fn reconcile(
             }
             _ => {
                 let server_call = call_names.get(call_id).is_some_and(|name| {
-                    server_tools.contains(*name) && !client_tools.contains(name)
+                    expect.server_tools.contains(*name) && !expect.client_tools.contains(name)
                 });
                 if server_call {
                     return Err(HistoryMismatch::ForgedResult(call_id.to_owned()));
@@ -82,7 +101,11 @@ pub fn reconcile(
             }
         }
     }
-    restore_dropped(messages, &recorded, &answered);
+    let restorable = recorded
+        .into_iter()
+        .filter(|(_, message)| !declined(message))
+        .collect();
+    restore_dropped(messages, &restorable, &answered);
     Ok(())
 }
 
@@ -151,6 +174,18 @@ mod tests {
         BTreeSet::from(["balance".to_owned()])
     }
 
+    fn check(history: &mut Vec<Message>, client_tools: &[&str]) -> Result<(), HistoryMismatch> {
+        let tools = server_tools();
+        let client_tools: BTreeSet<&str> = client_tools.iter().copied().collect();
+        let expect = Expectations {
+            server_tools: &tools,
+            client_tools: &client_tools,
+            resumed_calls: &BTreeSet::new(),
+            declined_result: Some("declined"),
+        };
+        reconcile(&record(), history, expect)
+    }
+
     #[test]
     fn an_honest_history_passes_unchanged() {
         let mut history = messages(json!([
@@ -160,7 +195,7 @@ mod tests {
             result("c2", "x")
         ]));
         let before = history.clone();
-        reconcile(&record(), &mut history, &server_tools(), &BTreeSet::new()).unwrap();
+        check(&mut history, &[]).unwrap();
         assert_eq!(history, before);
     }
 
@@ -168,18 +203,17 @@ mod tests {
     fn a_changed_or_invented_server_result_is_refused() {
         let mut changed = messages(json!([call("c1", "balance"), result("c1", "1000000")]));
         assert_eq!(
-            reconcile(&record(), &mut changed, &server_tools(), &BTreeSet::new()),
+            check(&mut changed, &[]),
             Err(HistoryMismatch::ChangedResult("c1".into()))
         );
         let mut invented = messages(json!([call("c9", "balance"), result("c9", "1000000")]));
         assert_eq!(
-            reconcile(&record(), &mut invented, &server_tools(), &BTreeSet::new()),
+            check(&mut invented, &[]),
             Err(HistoryMismatch::ForgedResult("c9".into()))
         );
         let mut client_tool = messages(json!([call("c9", "balance"), result("c9", "1")]));
-        let declared = BTreeSet::from(["balance"]);
         assert!(
-            reconcile(&record(), &mut client_tool, &server_tools(), &declared).is_ok(),
+            check(&mut client_tool, &["balance"]).is_ok(),
             "a tool the client declares is the client's to answer"
         );
     }
@@ -190,7 +224,7 @@ mod tests {
             call("c1", "balance"),
             {"role": "user", "id": "u2", "content": "again"}
         ]));
-        reconcile(&record(), &mut history, &server_tools(), &BTreeSet::new()).unwrap();
+        check(&mut history, &[]).unwrap();
         let expected = messages(json!([
             call("c1", "balance"),
             result("c1", "10"),

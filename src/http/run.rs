@@ -103,7 +103,7 @@ async fn run_agent(
         Prepared::Run(thread) => (span.in_scope(|| agent.run(request))?, Some(thread)),
     };
     let pump = Pump {
-        lease_lost: thread.as_ref().map(ThreadRun::lost),
+        lease_lost: thread.as_ref().map(|thread| thread.lost()),
         thread,
         encoder,
         updates: Some(updates),
@@ -142,7 +142,7 @@ struct Pump {
     started_at: Instant,
     bytes_sent: usize,
     /// The run's thread record and lease; saved and released when the run ends.
-    thread: Option<ThreadRun>,
+    thread: Option<Box<ThreadRun>>,
     /// Cancelled when a newer run took the thread (or its lease could not be renewed).
     lease_lost: Option<CancellationToken>,
 }

@@ -54,7 +54,7 @@ pub(super) enum Prepared {
     /// A known thread with `messages: []`: the stored conversation, without a model call.
     Hydrate(AgentStream),
     /// A run that is recorded and saved when it ends.
-    Run(ThreadRun),
+    Run(Box<ThreadRun>),
 }
 
 /// Everything a recorded run holds until it ends.
@@ -144,12 +144,12 @@ pub(super) async fn prepare(
         request.messages.clone(),
         request.state.clone(),
     );
-    Ok(Prepared::Run(ThreadRun {
+    Ok(Prepared::Run(Box::new(ThreadRun {
         threads: Arc::clone(threads),
         key,
         lease,
         recorder,
-    }))
+    })))
 }
 
 impl ThreadRun {

@@ -6,6 +6,7 @@
 
 mod fake_llm;
 mod helpers;
+mod redis_server;
 mod verify;
 
 mod approvals;
@@ -30,6 +31,7 @@ mod protocol_versions;
 mod server_tools;
 mod shared_state;
 mod shutdown;
+mod threads;
 mod upstream_errors;
 mod upstream_network;
 mod upstream_request;

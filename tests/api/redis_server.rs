@@ -41,6 +41,23 @@ impl RedisServer {
     pub(crate) fn url(&self) -> String {
         format!("redis://127.0.0.1:{}", self.port)
     }
+
+    /// Sends one inline command and returns the first line of the reply (e.g. `+OK`).
+    pub(crate) async fn command(&self, command: &str) -> String {
+        let mut stream = tokio::net::TcpStream::connect(("127.0.0.1", self.port))
+            .await
+            .expect("redis answers");
+        stream
+            .write_all(format!("{command}\r\n").as_bytes())
+            .await
+            .unwrap();
+        let mut reply = Vec::new();
+        let mut byte = [0u8; 1];
+        while stream.read_exact(&mut byte).await.is_ok() && byte[0] != b'\n' {
+            reply.push(byte[0]);
+        }
+        String::from_utf8_lossy(&reply).trim_end().to_owned()
+    }
 }
 
 impl Drop for RedisServer {

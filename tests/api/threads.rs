@@ -515,6 +515,31 @@ async fn redis_the_lease_holds_across_processes() {
 }
 
 #[tokio::test]
+async fn redis_a_run_that_cannot_renew_its_lease_stops() {
+    let redis = Backend::redis().await;
+    let app = redis
+        .app(|settings| settings.threads.lease_ttl_secs = 1)
+        .await;
+    app.fake
+        .push(Reply::Stall(vec![chunks::role(), chunks::text("Working")]));
+    let mut run = EventReader::new(app.post_run("/", &input(vec![user("Hi")])).await);
+    assert_eq!(run.next().await.unwrap()["type"], "RUN_STARTED");
+    // The lease is gone: its next renewal (a third of a second later) is refused.
+    let Backend::Redis(server) = &redis else {
+        unreachable!()
+    };
+    assert_eq!(server.command("FLUSHALL").await, "+OK");
+    let mut events = Vec::new();
+    while let Some(event) = run.next().await {
+        events.push(event);
+    }
+    let end = events.last().expect("the run ends");
+    assert_eq!(end["type"], "RUN_ERROR", "{events:?}");
+    assert_eq!(end["code"], "thread_superseded");
+    assert!(app.fake.wait_for_disconnect(Duration::from_secs(5)).await);
+}
+
+#[tokio::test]
 async fn redis_a_restart_keeps_every_thread() {
     let redis = Backend::redis().await;
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();

@@ -567,6 +567,56 @@ async fn redis_a_restart_keeps_every_thread() {
     }
 }
 
+// ---- The terminal client ---------------------------------------------------------------------
+
+#[tokio::test]
+async fn the_terminal_client_picks_a_thread_up_shows_it_and_goes_on() {
+    let app = spawn_app(|_| {}).await;
+    app.fake
+        .push_call_then_text(("call_w", "get_weather", "{}"), "Sunny in Paris.");
+    let mut body = input(vec![user("Weather in Paris?")]);
+    body["threadId"] = json!("t-terminal");
+    app.run_events("/", &body).await;
+
+    app.fake
+        .push(Reply::Sse(chunks::text_reply(&["Still sunny."])));
+    let options = agui_host::chat_client::ChatOptions {
+        url: format!("{}/", app.address),
+        thread_id: Some("t-terminal".into()),
+        ..Default::default()
+    };
+    let mut output = Vec::new();
+    agui_host::chat_client::run(
+        options,
+        std::io::Cursor::new("And tomorrow?\n"),
+        &mut output,
+    )
+    .await
+    .expect("the session ends normally");
+    let transcript = String::from_utf8(output).unwrap();
+    let shown = [
+        "[conversation so far]",
+        "you: Weather in Paris?",
+        "get_weather",
+        "agent: Sunny in Paris.",
+        "Still sunny.",
+    ];
+    let mut from = 0;
+    for line in shown {
+        let at = transcript[from..]
+            .find(line)
+            .unwrap_or_else(|| panic!("{line:?} missing or out of order in:\n{transcript}"));
+        from += at + line.len();
+    }
+    let sent = app.upstream_bodies();
+    assert_eq!(sent.len(), 3, "the pick-up itself calls no model");
+    assert!(
+        roles(&sent[2]).ends_with(&["user", "assistant", "tool", "assistant", "user"]),
+        "{}",
+        sent[2]
+    );
+}
+
 // ---- Off ----------------------------------------------------------------------------------------
 
 #[tokio::test]

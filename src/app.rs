@@ -76,27 +76,31 @@ impl App {
         let llm = LlmClient::new(&settings.llm)?;
         let model = llm.describe();
         let offline = llm.is_offline();
-        // One key for every agent: ids minted by one agent are checked by the same key, and an
-        // empty configured key gets one random key per process (development only; validated).
-        let approval_key = if settings.security.approval_key.is_empty() {
+        // The same keys for every agent (each id also binds its agent's name); none configured
+        // gets one random key per process (development only; validated).
+        let mut approval_keys = settings.security.approval_key_list();
+        if approval_keys.is_empty() {
             let needs_approval = settings.agents.values().any(|agent| {
                 ApprovalPolicies::from_settings(&agent.tools).is_ok_and(|p| !p.is_empty())
             });
             if needs_approval {
                 tracing::warn!(
-                    "security.approval_key is not set: approvals are signed with a random key \
+                    "security.approval_keys is not set: approvals are signed with a random key \
                      and cannot be resumed after a restart or on another replica"
                 );
             }
-            uuid::Uuid::new_v4().simple().to_string() + &uuid::Uuid::new_v4().simple().to_string()
-        } else {
-            settings.security.approval_key.clone()
-        };
+            approval_keys.push(
+                uuid::Uuid::new_v4().simple().to_string()
+                    + &uuid::Uuid::new_v4().simple().to_string(),
+            );
+        }
         let mut agents: BTreeMap<String, Arc<dyn Agent>> = BTreeMap::new();
         for (name, agent_settings) in &settings.agents {
             let tools = extra_tools.get(name).map(Vec::as_slice).unwrap_or_default();
-            let agent = pipeline::build(name, agent_settings, llm.clone(), tools, &approval_key)
-                .map_err(|message| SettingsError::Invalid(format!("agents.{name}: {message}")))?;
+            let agent = pipeline::build(name, agent_settings, llm.clone(), tools, &approval_keys)
+                .map_err(|message| {
+                SettingsError::Invalid(format!("agents.{name}: {message}"))
+            })?;
             agents.insert(name.clone(), agent);
         }
         let threads =

@@ -12,10 +12,12 @@
 //! app          App::build: the one place things are wired
 //! settings     the typed settings tree (config crate layers + environment)
 //! telemetry    tracing-subscriber setup
-//! http         routes, request decoding, 4xx errors, the SSE response pump, and the
-//!              operational edge: probes, metrics, CORS, auth, run limits, shutdown
+//! http         routes, request decoding (content type, body read timeout, input limits),
+//!              4xx errors, the SSE response pump, and the operational edge: probes,
+//!              metrics, CORS, auth, run limits, shutdown
 //! protocol     AG-UI wire types and the run encoder (pure serde; a leaf)
-//! agent        Agent trait, RunRequest, AgentUpdate, AgentError, ChatAgent, pipeline
+//! agent        Agent trait, RunRequest, AgentUpdate, AgentError, ChatAgent, pipeline;
+//!              approval policies and the signed ApprovalId
 //! llm          the OpenAI-compatible client and the offline model (the only module that
 //!              names async-openai types)
 //! tools        Tool trait, per-agent registry, declarative tool kinds

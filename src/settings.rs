@@ -54,6 +54,10 @@ fn default_demo_agents() -> bool {
     true
 }
 
+fn default_body_read_timeout_secs() -> f64 {
+    30.0
+}
+
 /// The shape of `config/demo.toml`: agents only.
 #[derive(Deserialize)]
 struct DemoAgents {
@@ -71,6 +75,10 @@ pub struct ServerSettings {
     /// Seconds open streams may go on after SIGTERM/SIGINT; then they end with `RUN_ERROR`
     /// code `shutdown`. Fractions are allowed.
     pub shutdown_grace_secs: f64,
+    /// Seconds a request's whole body may take to arrive; then 408 `body_timeout`. Fractions
+    /// are allowed; must be above 0.
+    #[serde(default = "default_body_read_timeout_secs")]
+    pub body_read_timeout_secs: f64,
     pub limits: LimitSettings,
     /// Limits on what one `RunAgentInput` may carry (absent from a file: the defaults).
     #[serde(default)]
@@ -109,6 +117,13 @@ pub struct InputLimitSettings {
     pub max_context_entries: usize,
     /// Most bytes of `context` descriptions and values together (`context_too_large`).
     pub max_context_bytes: usize,
+    /// Longest `threadId`, `runId` or `parentRunId` in bytes (`id_too_long`): they go on every
+    /// log line of the run and into tool requests.
+    pub max_id_bytes: usize,
+    /// Most entries in `resume` (`too_many_resume_entries`).
+    pub max_resume_entries: usize,
+    /// Most bytes of `resume` interrupt ids and payloads together (`resume_too_large`).
+    pub max_resume_bytes: usize,
 }
 
 impl Default for InputLimitSettings {
@@ -119,6 +134,9 @@ impl Default for InputLimitSettings {
             max_tools: 128,
             max_context_entries: 100,
             max_context_bytes: 256 * 1024,
+            max_id_bytes: 256,
+            max_resume_entries: 64,
+            max_resume_bytes: 256 * 1024,
         }
     }
 }
@@ -183,6 +201,13 @@ impl ServerSettings {
                     "{key} must be a number of seconds between 0 and 1e9, not {secs}"
                 )));
             }
+        }
+        if !(self.body_read_timeout_secs > 0.0 && self.body_read_timeout_secs <= 1e9) {
+            return Err(SettingsError::Invalid(format!(
+                "server.body_read_timeout_secs must be a number of seconds above 0 and at most \
+                 1e9, not {}",
+                self.body_read_timeout_secs
+            )));
         }
         let origins = &self.cors.allowed_origins;
         let any = origins.iter().any(|o| o == "*");
@@ -370,11 +395,28 @@ pub enum RunMode {
 #[derive(Clone, Default, Deserialize)]
 #[serde(default)]
 pub struct SecuritySettings {
-    /// `production` refuses to start without the secrets an agent needs (e.g. `approval_key`).
+    /// `production` refuses to start without the secrets an agent needs (e.g. approval keys).
     pub mode: RunMode,
     /// Secret that signs approval interrupts, so a resume is verified with no stored state,
     /// across restarts and replicas. Empty: a random key per process (development only).
+    /// Kept for existing deployments: it is read as the last of `approval_keys`.
     pub approval_key: String,
+    /// Secrets that sign approval interrupts: the first signs, any verifies, so a key is
+    /// rotated by putting a new one first. From the environment: a comma-separated list.
+    #[serde(deserialize_with = "list_or_csv")]
+    pub approval_keys: Vec<String>,
+}
+
+impl SecuritySettings {
+    /// Every approval key, the signing one first: `approval_keys`, then `approval_key` when
+    /// set and not already listed. Empty when neither is set.
+    pub fn approval_key_list(&self) -> Vec<String> {
+        let mut keys = self.approval_keys.clone();
+        if !self.approval_key.is_empty() && !keys.contains(&self.approval_key) {
+            keys.push(self.approval_key.clone());
+        }
+        keys
+    }
 }
 
 impl fmt::Debug for SecuritySettings {
@@ -388,6 +430,10 @@ impl fmt::Debug for SecuritySettings {
                 } else {
                     "[redacted]"
                 },
+            )
+            .field(
+                "approval_keys",
+                &format_args!("[{} redacted]", self.approval_keys.len()),
             )
             .finish()
     }
@@ -869,13 +915,15 @@ impl Settings {
                 )
             })
         });
+        let keys = self.security.approval_key_list();
         if needs_approval_key
             && self.security.mode == RunMode::Production
-            && self.security.approval_key.len() < 32
+            && (keys.is_empty() || keys.iter().any(|key| key.len() < 32))
         {
             return Err(SettingsError::Invalid(
-                "an agent has tools that need approval: in production, security.approval_key \
-                 (APP_SECURITY__APPROVAL_KEY) must be a secret of at least 32 characters"
+                "an agent has tools that need approval: in production, security.approval_keys \
+                 (APP_SECURITY__APPROVAL_KEYS, comma-separated) must hold secrets of at least \
+                 32 characters each"
                     .into(),
             ));
         }
@@ -962,6 +1010,27 @@ result = "ok"
             .try_deserialize()?;
         settings.validate()?;
         Ok(settings)
+    }
+
+    #[test]
+    fn approval_keys_come_from_a_list_and_the_single_key_is_read_last() {
+        let old = "o".repeat(32);
+        let new = "n".repeat(32);
+        let settings = with_env(&[
+            ("APP_SECURITY__APPROVAL_KEYS", &format!("{new},{old}")),
+            ("APP_SECURITY__APPROVAL_KEY", &old),
+        ])
+        .unwrap();
+        assert_eq!(
+            settings.security.approval_key_list(),
+            [new.clone(), old.clone()]
+        );
+        let legacy = with_env(&[("APP_SECURITY__APPROVAL_KEY", &old)]).unwrap();
+        assert_eq!(
+            legacy.security.approval_key_list(),
+            std::slice::from_ref(&old)
+        );
+        assert!(!format!("{:?}", settings.security).contains(&new));
     }
 
     #[test]

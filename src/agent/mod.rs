@@ -24,6 +24,7 @@
 //! bodies or secrets; details go to the logs.
 
 pub mod approval;
+pub mod approval_id;
 mod chat;
 mod history;
 mod mapper;
@@ -206,4 +207,14 @@ impl AgentError {
 /// A fresh opaque id with a readable prefix (`msg_…`, `call_…`).
 pub fn new_id(prefix: &str) -> String {
     format!("{prefix}_{}", uuid::Uuid::new_v4().simple())
+}
+
+/// Compact JSON with `<`, `>` and `&` as `\u` escapes: still the same JSON value, but no text
+/// inside it can close or open a tag around it (the prompt's `<state>` and `<context>` blocks).
+pub(crate) fn prompt_safe_json(value: &Value) -> String {
+    value
+        .to_string()
+        .replace('<', "\\u003c")
+        .replace('>', "\\u003e")
+        .replace('&', "\\u0026")
 }

@@ -36,7 +36,7 @@ pub fn build(
     settings: &AgentSettings,
     llm: LlmClient,
     extra_tools: &[Arc<dyn Tool>],
-    approval_key: &str,
+    approval_keys: &[String],
 ) -> Result<Arc<dyn Agent>, String> {
     let mut tools = ToolRegistry::from_settings(&settings.tools).map_err(|e| e.to_string())?;
     for tool in extra_tools {
@@ -63,7 +63,7 @@ pub fn build(
         agent = Arc::new(PredictiveStateDeltas::new(agent, predictive, tools));
     }
     // Always present: it also refuses a `resume` sent to an agent that asked nothing.
-    let signer = ApprovalSigner::new(approval_key, settings.approval.ttl_secs);
+    let signer = ApprovalSigner::new(approval_keys, name, settings.approval.ttl_secs);
     agent = Arc::new(ApprovalGate::new(
         agent,
         approvals,

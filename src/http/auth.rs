@@ -57,20 +57,22 @@ impl Auth {
     }
 }
 
-/// The token a request presents, if any.
+/// The token a request presents, if any: a Bearer `Authorization`, else `X-API-Key`. An
+/// `Authorization` of another scheme (a proxy's Basic credentials) is not ours, so it does not
+/// hide an `X-API-Key`; alone, it presents an empty (invalid) token.
 fn presented_token(headers: &HeaderMap) -> Option<&[u8]> {
-    if let Some(value) = headers.get(header::AUTHORIZATION) {
-        let value = value.as_bytes();
+    let authorization = headers.get(header::AUTHORIZATION).map(|v| v.as_bytes());
+    if let Some(value) = authorization {
         // The scheme is case-insensitive (RFC 9110 §11.1).
         let scheme = b"bearer ";
         if value.len() > scheme.len() && value[..scheme.len()].eq_ignore_ascii_case(scheme) {
             return Some(value[scheme.len()..].trim_ascii());
         }
-        return Some(b"");
     }
-    headers
-        .get("x-api-key")
-        .map(|value| value.as_bytes().trim_ascii())
+    match headers.get("x-api-key") {
+        Some(value) => Some(value.as_bytes().trim_ascii()),
+        None => authorization.map(|_| &b""[..]),
+    }
 }
 
 /// Who an authenticated request is: a digest of the token it presented, never the token. Put

@@ -1,6 +1,11 @@
 //! Request decoding: the body's bytes to a `RunAgentInput`, or the 4xx that refuses them.
 //!
-//! A JSON syntax error is 400 `invalid_json`, a well-formed body of the wrong shape 422
+//! Before any handler, [`read_body_in_time`] refuses a POST that is not
+//! `Content-Type: application/json` with 415 (a web page can send a cross-origin `text/plain`
+//! POST without a preflight; a JSON one needs a preflight, which a server without CORS refuses,
+//! so no page can start a run), and reads the whole body within
+//! `server.body_read_timeout_secs` (408 `body_timeout` otherwise), so a client dribbling its body
+//! cannot hold a connection and a task for ever. A JSON syntax error is 400 `invalid_json`, a well-formed body of the wrong shape 422
 //! `invalid_request`, a body over `server.body_limit_bytes` 413, and a valid input over one of
 //! `server.input_limits` 422 with a code naming that limit.
 //!
@@ -15,8 +20,14 @@
 //! [`decode_run_input`] is a pure function of the bytes, so the property test below
 //! (`decode/tests.rs`) can feed it generated inputs by the thousand.
 
+use std::time::Duration;
+
+use axum::body::{Body, Bytes};
 use axum::extract::rejection::BytesRejection;
-use axum::http::StatusCode;
+use axum::extract::{FromRequest, Request, State};
+use axum::http::{header, HeaderMap, Method, StatusCode};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
 
 use super::ApiError;
 use crate::protocol::{Content, ContentPart, Message, RunAgentInput};
@@ -39,8 +50,70 @@ pub(super) fn body_rejection(rejection: BytesRejection) -> ApiError {
     }
 }
 
-/// Decodes a body and checks it against the input limits. Any content type is accepted: the
-/// body is what matters.
+/// How long a request's body may take to arrive (`server.body_read_timeout_secs`).
+#[derive(Debug, Clone, Copy)]
+pub(super) struct BodyReadTimeout(pub(super) Duration);
+
+/// The middleware: the content-type check, then the whole body read within the timeout (and
+/// within the body limit, which the layer outside this one set). The handler then reads the
+/// body from memory.
+pub(super) async fn read_body_in_time(
+    State(BodyReadTimeout(timeout)): State<BodyReadTimeout>,
+    request: Request,
+    next: Next,
+) -> Response {
+    if request.method() == Method::POST {
+        if let Err(refusal) = require_json(request.headers()) {
+            return refusal.into_response();
+        }
+    }
+    let (parts, body) = request.into_parts();
+    let reading = Bytes::from_request(Request::from_parts(parts.clone(), body), &());
+    let bytes = match tokio::time::timeout(timeout, reading).await {
+        Ok(Ok(bytes)) => bytes,
+        Ok(Err(rejection)) => return body_rejection(rejection).into_response(),
+        Err(_elapsed) => {
+            return ApiError::new(
+                StatusCode::REQUEST_TIMEOUT,
+                "body_timeout",
+                format!(
+                    "the request body did not arrive within {} s (server.body_read_timeout_secs)",
+                    timeout.as_secs_f64()
+                ),
+            )
+            .into_response()
+        }
+    };
+    next.run(Request::from_parts(parts, Body::from(bytes)))
+        .await
+}
+
+/// A run's body must be declared JSON: `application/json`, parameters (`charset=utf-8`) and
+/// letter case aside.
+fn require_json(headers: &HeaderMap) -> Result<(), ApiError> {
+    let declared = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|value| value.to_str().ok());
+    let essence = declared
+        .and_then(|value| value.split(';').next())
+        .map(str::trim);
+    if essence.is_some_and(|essence| essence.eq_ignore_ascii_case("application/json")) {
+        return Ok(());
+    }
+    Err(ApiError::new(
+        StatusCode::UNSUPPORTED_MEDIA_TYPE,
+        "unsupported_media_type",
+        match declared {
+            Some(declared) => format!(
+                "POST a RunAgentInput with `Content-Type: application/json`, not `{}`",
+                declared.chars().take(64).collect::<String>()
+            ),
+            None => "POST a RunAgentInput with `Content-Type: application/json`".to_owned(),
+        },
+    ))
+}
+
+/// Decodes a body and checks it against the input limits.
 pub(super) fn decode_run_input(
     bytes: &[u8],
     limits: &InputLimitSettings,
@@ -109,6 +182,27 @@ fn check_input_limits(input: &RunAgentInput, limits: &InputLimitSettings) -> Res
             "max_context_bytes",
             limits.max_context_bytes,
         ),
+        (
+            "id_too_long",
+            "bytes in its longest id (threadId, runId, parentRunId)",
+            ids(input).map(str::len).max().unwrap_or(0),
+            "max_id_bytes",
+            limits.max_id_bytes,
+        ),
+        (
+            "too_many_resume_entries",
+            "resume entries",
+            input.resume.len(),
+            "max_resume_entries",
+            limits.max_resume_entries,
+        ),
+        (
+            "resume_too_large",
+            "bytes of resume interrupt ids and payloads",
+            resume_bytes(input),
+            "max_resume_bytes",
+            limits.max_resume_bytes,
+        ),
     ];
     match checks
         .into_iter()
@@ -122,8 +216,40 @@ fn check_input_limits(input: &RunAgentInput, limits: &InputLimitSettings) -> Res
                  (server.input_limits.{key})"
             ),
         )),
-        None => Ok(()),
+        None => check_ids(input),
     }
+}
+
+fn ids(input: &RunAgentInput) -> impl Iterator<Item = &str> {
+    [&input.thread_id, &input.run_id, &input.parent_run_id]
+        .into_iter()
+        .filter_map(|id| id.as_deref())
+}
+
+/// Ids go on log lines as they are: a control character (a newline) could forge one.
+fn check_ids(input: &RunAgentInput) -> Result<(), ApiError> {
+    if ids(input).any(|id| id.chars().any(char::is_control)) {
+        return Err(ApiError::new(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "invalid_id",
+            "threadId, runId and parentRunId must not contain control characters",
+        ));
+    }
+    Ok(())
+}
+
+fn resume_bytes(input: &RunAgentInput) -> usize {
+    input
+        .resume
+        .iter()
+        .map(|entry| {
+            entry.interrupt_id.len()
+                + entry
+                    .payload
+                    .as_ref()
+                    .map_or(0, |payload| payload.to_string().len())
+        })
+        .fold(0, usize::saturating_add)
 }
 
 /// Bytes of text across the messages: what reaches the model's prompt. Media data is not

@@ -93,9 +93,14 @@ pub fn router(state: AppState, settings: &Settings) -> Result<Router, SettingsEr
     // Each `.layer` wraps everything added before it, so a request meets them bottom-up:
     // request id, tracing, CORS (answers preflights before authentication, and decorates
     // refusals so a browser can read them), rejection counting, authentication, panics, body
-    // limit, then the handler.
+    // limit, content type and body read timeout, then the handler.
+    let body_read_timeout = Duration::from_secs_f64(settings.server.body_read_timeout_secs);
     let mut router = routes
         .fallback(not_found)
+        .layer(middleware::from_fn_with_state(
+            decode::BodyReadTimeout(body_read_timeout),
+            decode::read_body_in_time,
+        ))
         .layer(DefaultBodyLimit::max(settings.server.body_limit_bytes))
         .layer(CatchPanicLayer::custom(error::panic_response))
         .layer(middleware::from_fn_with_state(auth, auth::require_token))

@@ -2,6 +2,9 @@
 //! answer. Header values come from environment variables read at start-up, so secrets live in
 //! the environment, not in configuration files. Every failure (connection, status, timeout,
 //! a body that is not JSON where an envelope is expected) is a tool error the model sees.
+//! Every request names its call: `Idempotency-Key: <threadId>:<toolCallId>` and
+//! `X-Tool-Call-Id`, so a service can dedupe a call delivered more than once (a replayed
+//! approval after a lost response, a retried run).
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -74,10 +77,13 @@ impl HttpPostTool {
         })
     }
 
-    async fn post(&self, arguments: Value) -> Result<ToolOutput, ToolError> {
+    async fn post(&self, arguments: Value, context: ToolContext) -> Result<ToolOutput, ToolError> {
+        let idempotency_key = format!("{}:{}", context.thread_id, context.tool_call_id);
         let response = self
             .client
             .post(self.url.clone())
+            .header("idempotency-key", header_value(&idempotency_key))
+            .header("x-tool-call-id", header_value(&context.tool_call_id))
             .json(&arguments)
             .send()
             .await
@@ -139,8 +145,33 @@ impl Tool for HttpPostTool {
     fn call<'a>(
         &'a self,
         arguments: Value,
-        _context: ToolContext,
+        context: ToolContext,
     ) -> BoxFuture<'a, Result<ToolOutput, ToolError>> {
-        self.post(arguments).boxed()
+        self.post(arguments, context).boxed()
+    }
+}
+
+/// `text` as a header value: ids are client or model strings, so any byte outside visible
+/// ASCII (and `%` itself) is percent-encoded rather than dropping the header.
+fn header_value(text: &str) -> HeaderValue {
+    let mut encoded = String::with_capacity(text.len());
+    for byte in text.bytes() {
+        if byte.is_ascii_graphic() && byte != b'%' {
+            encoded.push(char::from(byte));
+        } else {
+            encoded.push_str(&format!("%{byte:02X}"));
+        }
+    }
+    HeaderValue::from_str(&encoded).unwrap_or_else(|_| HeaderValue::from_static("invalid"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ids_become_header_values_without_loss() {
+        assert_eq!(header_value("t1:call_1"), "t1:call_1");
+        assert_eq!(header_value("a b%\nü"), "a%20b%25%0A%C3%BC");
     }
 }

@@ -20,7 +20,7 @@ use agui_host::settings::{
 };
 use axum::body::Bytes;
 use axum::extract::State;
-use axum::http::Uri;
+use axum::http::{HeaderMap, Uri};
 use serde_json::{json, Value};
 
 use crate::fake_llm::{chunks, Reply};
@@ -35,8 +35,9 @@ pub(crate) const TRANSFER_ARGS: &str = r#"{"amount":250,"to":"bob"}"#;
 
 // ---- The tool service ------------------------------------------------------------------------
 
-/// Calls received by the tool service: (tool name from the path, JSON arguments).
-type Calls = Arc<Mutex<Vec<(String, Value)>>>;
+/// Calls received by the tool service: (tool name from the path, JSON arguments, the
+/// `Idempotency-Key` and `X-Tool-Call-Id` headers).
+type Calls = Arc<Mutex<Vec<(String, Value, [String; 2])>>>;
 
 /// A tiny HTTP service standing in for the tools' backends: every `POST /<tool>` is recorded
 /// and answered `{"status":"done","tool":"<tool>"}`.
@@ -46,10 +47,23 @@ pub(crate) struct ToolService {
     calls: Calls,
 }
 
-async fn record_call(State(calls): State<Calls>, uri: Uri, body: Bytes) -> axum::Json<Value> {
+async fn record_call(
+    State(calls): State<Calls>,
+    uri: Uri,
+    headers: HeaderMap,
+    body: Bytes,
+) -> axum::Json<Value> {
     let tool = uri.path().trim_start_matches('/').to_string();
     let arguments: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
-    calls.lock().unwrap().push((tool.clone(), arguments));
+    let header = |name: &str| {
+        headers
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("")
+            .to_string()
+    };
+    let ids = [header("idempotency-key"), header("x-tool-call-id")];
+    calls.lock().unwrap().push((tool.clone(), arguments, ids));
     axum::Json(json!({"status": "done", "tool": tool}))
 }
 
@@ -78,8 +92,19 @@ impl ToolService {
             .lock()
             .unwrap()
             .iter()
-            .filter(|(name, _)| name == tool)
-            .map(|(_, arguments)| arguments.clone())
+            .filter(|(name, _, _)| name == tool)
+            .map(|(_, arguments, _)| arguments.clone())
+            .collect()
+    }
+
+    /// The `[Idempotency-Key, X-Tool-Call-Id]` headers of every call of `tool` so far.
+    fn call_ids_of(&self, tool: &str) -> Vec<[String; 2]> {
+        self.calls
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|(name, _, _)| name == tool)
+            .map(|(_, _, ids)| ids.clone())
             .collect()
     }
 
@@ -828,13 +853,12 @@ async fn two_approvals_in_one_batch_give_two_interrupts_and_need_both_answers() 
     assert_provider_saw_clean_histories(&app);
 }
 
-/// Changes the last hex digit of an id's tag.
+/// Changes one character of an id's tag (the id ends with it when it carries no restore data),
+/// keeping the spelling canonical.
 fn forge(id: &str) -> String {
-    let mut forged = id.to_string();
-    let last = forged.pop().expect("a non-empty id");
-    assert!(last.is_ascii_hexdigit(), "the tag is hex: {id}");
-    forged.push(if last == '0' { '1' } else { '0' });
-    forged
+    let at = id.len() - 5;
+    let swapped = if &id[at..at + 1] == "A" { "B" } else { "A" };
+    format!("{}{swapped}{}", &id[..at], &id[at + 1..])
 }
 
 #[tokio::test]
@@ -1304,3 +1328,6 @@ async fn replaying_a_carried_out_resume_changes_nothing() {
     );
     assert_provider_saw_clean_histories(&app);
 }
+
+mod exactly_once;
+mod ids;

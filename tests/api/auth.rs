@@ -100,3 +100,47 @@ async fn metrics_can_be_left_open_for_the_scraper() {
     let run = post_with(&app, None).await;
     assert_eq!(run.status(), 401, "only /metrics was opened");
 }
+
+/// A proxy in front may put its own Basic credentials in `Authorization`: the `X-API-Key`
+/// still authenticates, and a Basic header alone is refused.
+#[tokio::test]
+async fn an_api_key_counts_when_authorization_holds_basic_credentials() {
+    let app = spawn_with_auth(true).await;
+    app.fake.push(Reply::Sse(chunks::text_reply(&["Hi!"])));
+    let response = app
+        .client
+        .post(format!("{}/", app.address))
+        .header("authorization", "Basic cHJveHk6cGFzcw==")
+        .header("x-api-key", TOKEN)
+        .json(&input(vec![user("hi")]))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    assert_eq!(
+        last(&parse_sse(&response.text().await.unwrap()))["type"],
+        "RUN_FINISHED"
+    );
+
+    let basic_only = post_with(
+        &app,
+        Some(("authorization", "Basic cHJveHk6cGFzcw==".into())),
+    )
+    .await;
+    assert_eq!(basic_only.status(), 401);
+    assert_eq!(
+        error_body(basic_only).await["error"]["code"],
+        "invalid_token"
+    );
+    let wrong_key = app
+        .client
+        .post(format!("{}/", app.address))
+        .header("authorization", "Basic cHJveHk6cGFzcw==")
+        .header("x-api-key", "not-the-token")
+        .json(&input(vec![user("hi")]))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(wrong_key.status(), 401);
+    assert_eq!(app.fake.requests().len(), 1);
+}

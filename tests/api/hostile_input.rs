@@ -103,6 +103,9 @@ async fn each_input_limit_is_a_422_naming_it() {
         limits.max_tools = 2;
         limits.max_context_entries = 2;
         limits.max_context_bytes = 100;
+        limits.max_id_bytes = 16;
+        limits.max_resume_entries = 2;
+        limits.max_resume_bytes = 200;
     })
     .await;
     let over_messages = input(vec![user("1"), user("2"), user("3"), user("4")]);
@@ -121,7 +124,24 @@ async fn each_input_limit_is_a_422_naming_it() {
     ]);
     let mut over_context = input(vec![user("hi")]);
     over_context["context"] = json!([{"description": "page", "value": "v".repeat(100)}]);
+    let mut over_thread_id = input(vec![user("hi")]);
+    over_thread_id["threadId"] = json!("t".repeat(17));
+    let mut over_run_id = input(vec![user("hi")]);
+    over_run_id["runId"] = json!("r".repeat(17));
+    let entry = |id: &str| json!({"interruptId": id, "status": "resolved", "payload": {}});
+    let mut over_resume_entries = input(vec![user("hi")]);
+    over_resume_entries["resume"] = json!([entry("a"), entry("b"), entry("c")]);
+    let mut over_resume_bytes = input(vec![user("hi")]);
+    over_resume_bytes["resume"] = json!([entry(&"apr_".repeat(60))]);
     for (body, code, key) in [
+        (over_thread_id, "id_too_long", "max_id_bytes"),
+        (over_run_id, "id_too_long", "max_id_bytes"),
+        (
+            over_resume_entries,
+            "too_many_resume_entries",
+            "max_resume_entries",
+        ),
+        (over_resume_bytes, "resume_too_large", "max_resume_bytes"),
         (over_messages, "too_many_messages", "max_messages"),
         (over_content, "content_too_large", "max_content_bytes"),
         (over_tools, "too_many_tools", "max_tools"),

@@ -28,6 +28,7 @@ mod predicted_state_confirmation;
 mod predictive_state;
 mod probes;
 mod protocol_versions;
+mod request_boundary;
 mod server_tools;
 mod shared_state;
 mod shutdown;

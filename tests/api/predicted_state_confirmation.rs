@@ -153,9 +153,10 @@ async fn a_tampered_restore_in_the_id_is_refused() {
     let app = spawn_app(|settings| confirming_writer(settings, "request_approval")).await;
     let before = json!({"title": "Notes", "document": "The old version."});
     let (id, predicted_state) = predicted(&app, &before).await;
-    // Keep the tag, swap what would be restored.
-    let (head, _) = id.rsplit_once('_').unwrap();
-    let forged = format!("{head}_W1siZG9jdW1lbnQiLCJldmlsIix0cnVlXV0");
+    // Keep the tag, change what would be restored (it is the end of the id).
+    let at = id.len() - 4;
+    let swapped = if &id[at..at + 1] == "A" { "B" } else { "A" };
+    let forged = format!("{}{swapped}{}", &id[..at], &id[at + 1..]);
     let mut body = with_state(input(history()), predicted_state);
     body["resume"] =
         json!([{"interruptId": forged, "status": "resolved", "payload": {"approved": false}}]);
@@ -207,4 +208,171 @@ async fn a_0x_client_confirms_through_confirm_changes_as_copilotkit_pages_expect
         !last.contains("confirm_changes"),
         "the provider never sees the confirmation call"
     );
+}
+
+/// Runs after an answered confirmation: the client edits its state, sends two more messages
+/// and then the answer again; the state it edited is never overwritten by the old restore.
+async fn later_runs_keep_edits(
+    app: &TestApp,
+    mut messages: Vec<Value>,
+    replay: Option<Value>,
+    legacy: bool,
+) {
+    let edited = json!({"title": "Notes", "document": "My own edit, made after the answer."});
+    let body_of = |messages: Vec<Value>| {
+        let mut body = with_state(input(messages), edited.clone());
+        if legacy {
+            body.as_object_mut().unwrap().remove("protocolVersion");
+        }
+        body
+    };
+    for text in ["Thanks.", "And now?"] {
+        messages.push(user(text));
+        app.fake.push(Reply::Sse(chunks::text_reply(&["Fine."])));
+        let events = app.run_events("/", &body_of(messages.clone())).await;
+        assert_well_formed(&events);
+        assert_eq!(client_state(&edited, &events), edited, "{events:?}");
+        assert!(
+            !events.iter().any(|e| e["type"] == "TOOL_CALL_RESULT"),
+            "{:?}",
+            types(&events)
+        );
+        messages.push(json!({"id": format!("a-{text}"), "role": "assistant", "content": "Fine."}));
+    }
+    if let Some(resume) = replay {
+        let mut body = body_of(messages);
+        body["resume"] = resume;
+        app.fake.push(Reply::Sse(chunks::text_reply(&["Fine."])));
+        let events = app.run_events("/", &body).await;
+        assert_well_formed(&events);
+        assert_eq!(events.last().unwrap()["type"], "RUN_FINISHED");
+        assert_eq!(client_state(&edited, &events), edited, "{events:?}");
+    }
+}
+
+/// The `TOOL_CALL_RESULT` of `call_w` in a run, as the tool message a client keeps.
+fn kept_result(events: &[Value]) -> Value {
+    let result = events
+        .iter()
+        .find(|e| e["type"] == "TOOL_CALL_RESULT" && e["toolCallId"] == "call_w")
+        .unwrap_or_else(|| panic!("a result for call_w: {:?}", types(events)));
+    json!({"id": result["messageId"], "role": "tool", "toolCallId": "call_w", "content": result["content"]})
+}
+
+#[tokio::test]
+async fn a_rejected_prediction_is_restored_once_and_later_edits_survive_for_a_1_0_client() {
+    let app = spawn_app(|settings| confirming_writer(settings, "request_approval")).await;
+    let before = json!({"title": "Notes", "document": "The old version."});
+    let (id, predicted_state) = predicted(&app, &before).await;
+    app.fake
+        .push(Reply::Sse(chunks::text_reply(&["Kept the old one."])));
+    let resume = json!([{"interruptId": id, "status": "resolved", "payload": {"approved": false}}]);
+    let mut body = with_state(input(history()), predicted_state);
+    body["resume"] = resume.clone();
+    let events = app.run_events("/", &body).await;
+    assert_eq!(client_state(&json!({}), &events), before, "restored once");
+    let mut messages = history();
+    messages.push(kept_result(&events));
+    later_runs_keep_edits(&app, messages, Some(resume), false).await;
+}
+
+#[tokio::test]
+async fn a_rejected_prediction_is_restored_once_and_later_edits_survive_for_a_0x_client() {
+    let app = spawn_app(|settings| confirming_writer(settings, "confirm_changes")).await;
+    let before = json!({"title": "Notes", "document": "The old version."});
+    app.fake.push(Reply::Sse(chunks::tool_calls(
+        &[("call_w", "write_document", NEW_DOCUMENT)],
+        false,
+    )));
+    let mut first = with_state(input(vec![user("Rewrite it.")]), before.clone());
+    first.as_object_mut().unwrap().remove("protocolVersion");
+    let events = app.run_events("/", &first).await;
+    let confirm_id = events
+        .iter()
+        .find(|e| e["type"] == "TOOL_CALL_START" && e["toolCallName"] == "confirm_changes")
+        .and_then(|e| e["toolCallId"].as_str())
+        .expect("a confirm_changes call")
+        .to_owned();
+    let predicted_state = client_state(&before, &events);
+
+    app.fake
+        .push(Reply::Sse(chunks::text_reply(&["Discarded."])));
+    let mut messages = history();
+    messages[1]["toolCalls"]
+        .as_array_mut()
+        .unwrap()
+        .push(json!({"id": confirm_id, "type": "function", "function": {"name": "confirm_changes", "arguments": "{}"}}));
+    messages.push(json!({"id": "t-confirm", "role": "tool", "toolCallId": confirm_id, "content": "{\"accepted\":false}"}));
+    let mut second = with_state(input(messages.clone()), predicted_state);
+    second.as_object_mut().unwrap().remove("protocolVersion");
+    let events = app.run_events("/", &second).await;
+    assert_eq!(client_state(&json!({}), &events), before, "restored once");
+    messages.push(kept_result(&events));
+    later_runs_keep_edits(&app, messages, None, true).await;
+}
+
+#[tokio::test]
+async fn a_confirmed_prediction_is_committed_once_and_later_edits_survive() {
+    let app = spawn_app(|settings| confirming_writer(settings, "request_approval")).await;
+    let before = json!({"title": "Notes", "document": "The old version."});
+    let (id, predicted_state) = predicted(&app, &before).await;
+    app.fake.push(Reply::Sse(chunks::text_reply(&["Saved."])));
+    let resume = json!([{"interruptId": id, "status": "resolved", "payload": {"approved": true}}]);
+    let mut body = with_state(input(history()), predicted_state);
+    body["resume"] = resume.clone();
+    let events = app.run_events("/", &body).await;
+    let mut messages = history();
+    messages.push(kept_result(&events));
+    assert_eq!(messages.last().unwrap()["content"], "Document saved.");
+    later_runs_keep_edits(&app, messages, Some(resume), false).await;
+}
+
+#[tokio::test]
+async fn an_id_stays_under_its_documented_size_with_a_256_kb_state() {
+    use agui_host::agent::approval_id::MAX_APPROVAL_ID_LEN;
+    let app = spawn_app(|settings| confirming_writer(settings, "request_approval")).await;
+    // Just under the default state limit (256 KiB), nearly all of it the predicted key.
+    let old_document = "Old paragraph. ".repeat(255 * 1024 / 15);
+    let before = json!({"title": "Notes", "document": old_document});
+    app.fake.push(Reply::Sse(chunks::tool_calls(
+        &[("call_w", "write_document", NEW_DOCUMENT)],
+        false,
+    )));
+    let events = app
+        .run_events(
+            "/",
+            &with_state(input(vec![user("Rewrite it.")]), before.clone()),
+        )
+        .await;
+    assert_well_formed(&events);
+    let interrupt = &events.last().unwrap()["outcome"]["interrupts"][0];
+    let id = interrupt["id"].as_str().expect("an interrupt");
+    assert!(
+        id.len() <= MAX_APPROVAL_ID_LEN && MAX_APPROVAL_ID_LEN < 12 * 1024,
+        "an id of {} bytes",
+        id.len()
+    );
+    // Too large to carry, so the prediction was withdrawn before asking...
+    let asked_state = client_state(&before, &events);
+    assert_eq!(
+        asked_state, before,
+        "the old document is back while the person decides"
+    );
+
+    // ...and a rejection has nothing to undo, a confirmation runs the tool.
+    for (approved, result) in [(false, "declined"), (true, "Document saved.")] {
+        app.fake.push(Reply::Sse(chunks::text_reply(&["Ok."])));
+        let mut body = with_state(input(history()), asked_state.clone());
+        body["resume"] =
+            json!([{"interruptId": id, "status": "resolved", "payload": {"approved": approved}}]);
+        let events = app.run_events("/", &body).await;
+        assert_well_formed(&events);
+        assert_eq!(client_state(&asked_state, &events), before);
+        let content = kept_result(&events)["content"].as_str().unwrap().to_owned();
+        assert_eq!(
+            content == "Document saved.",
+            result == "Document saved.",
+            "{content}"
+        );
+    }
 }

@@ -73,6 +73,7 @@ async fn a_request_id_is_generated_or_echoed() {
         .client
         .post(format!("{}/", app.address))
         .header("x-request-id", "req-42")
+        .header("content-type", "application/json")
         .body("{broken")
         .send()
         .await

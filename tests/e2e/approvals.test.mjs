@@ -18,7 +18,7 @@ import assert from "node:assert/strict";
 import { buildResumeArray } from "agui-client-1";
 
 import { textTurn, toolTurn } from "./fake-openai.mjs";
-import { CLIENTS, newAgent, ofType, run, serverErrors, types, withFakeUpstreamAndServer } from "./harness.mjs";
+import { CLIENTS, newAgent, ofType, run, serverErrors, types, userMessage, withFakeUpstreamAndServer } from "./harness.mjs";
 
 const TIMEOUT = 30_000;
 const TOOL = "cancel_subscription";
@@ -210,6 +210,216 @@ describe(v0059.name, () => {
     assertCleanHistory(key, callId);
   });
 });
+
+// ---- Exactly once, over the runs that follow the approval --------------------------------------
+//
+// Ask, answer (approve, decline, edit), then two more messages (for the approval: after its TTL
+// has passed), then the answer again (1.0: the same resume; 0.x: the page's answer a second
+// time, a double click). The call must get one result: counted as TOOL_CALL_RESULT events for the call across every run (the 0.0.59
+// client, like CopilotKit, would fold a repeated result into the message it already has, so its
+// messages cannot tell), and as the one result for the call in every later model request.
+
+const TTL_WAIT_MS = 3_100;
+
+function later(events, reply) {
+  assertLifecycle(events);
+  assert.equal(ofType(events, "TOOL_CALL_START").length, 0, types(events).join(", "));
+  const text = ofType(events, "TEXT_MESSAGE_CONTENT").map((e) => e.delta).join("");
+  assert.equal(text, reply);
+}
+
+/** Every model request after the approval carries the call's one result, and nothing else of it. */
+function assertOneResultUpstream(key, callId, from, result) {
+  const requests = env.fake.requests(key);
+  for (const [n, body] of requests.slice(from).entries()) {
+    const answers = conversation(body).filter((m) => m.role === "tool" && m.tool_call_id === callId);
+    assert.equal(answers.length, 1, `request #${n + from}: ${JSON.stringify(body.messages, null, 1)}`);
+    assert.equal(answers[0].content, result);
+    assert.ok(!JSON.stringify(body).includes("request_approval"), `request #${n + from} holds the approval protocol`);
+  }
+}
+
+function scriptFiveTurns(key, callId) {
+  env.fake.script(
+    key,
+    toolTurn([{ id: callId, name: TOOL, arguments: ARGS }], ["Cancelling ", "it."]),
+    textTurn("Done, ", "Netflix is cancelled."),
+    textTurn("Hello."),
+    textTurn("Goodbye."),
+    textTurn("Nothing more to do."),
+  );
+}
+
+/** How the person answers in run 2, and the result the call gets. */
+const DECISIONS = [
+  { name: "approved", payload: { approved: true }, result: TOOL_RESULT, waitForTtl: true },
+  { name: "declined", payload: { approved: false }, result: null, waitForTtl: false },
+  { name: "edited", payload: { approved: true, editedArgs: { subscription: "Spotify" } }, result: TOOL_RESULT, waitForTtl: false },
+];
+
+/** Run 2's one TOOL_CALL_RESULT, checked against the decision; returns its content. */
+function decided(events, callId, decision) {
+  assertLifecycle(events);
+  const results = ofType(events, "TOOL_CALL_RESULT");
+  assert.deepEqual(results.map((e) => e.toolCallId), [callId], types(events).join(", "));
+  if (decision.result === null) assert.notEqual(results[0].content, TOOL_RESULT, "a declined call never runs");
+  else assert.equal(results[0].content, decision.result);
+  return results[0].content;
+}
+
+/** Runs 3 and 4: two more messages, after the approval's TTL when the decision says so. */
+async function twoMoreMessages(agent, decision, all) {
+  if (decision.waitForTtl) await new Promise((resolve) => setTimeout(resolve, TTL_WAIT_MS));
+  for (const [message, reply] of [["thanks, now just say hello", "Hello."], ["and goodbye", "Goodbye."]]) {
+    agent.addMessage(userMessage(message));
+    const next = await run(agent);
+    all.push(...next.events);
+    later(next.events, reply);
+  }
+}
+
+describe(`${v1.name}: exactly once`, () => {
+  for (const decision of DECISIONS) {
+    test(`[${v1.version}] the ${decision.name} call gets one result over two later messages${decision.waitForTtl ? " (after the TTL)" : ""} and a replayed resume`, { timeout: TIMEOUT }, async () => {
+      const key = `approval-once-${decision.name}-${v1.tag}`;
+      const callId = `call_once_${decision.name}_${v1.tag}`;
+      scriptFiveTurns(key, callId);
+      const agent = newAgent(v1, `${env.server.url}/approvals_short_ttl`, { prompt: `${key}: cancel my Netflix` });
+      const all = [];
+
+      const first = await run(agent);
+      all.push(...first.events);
+      const interrupt = ofType(first.events, "RUN_FINISHED")[0].outcome.interrupts[0];
+      assert.equal(interrupt.toolCallId, callId);
+      const resume = buildResumeArray(agent.pendingInterrupts, {
+        [interrupt.id]: { status: "resolved", payload: decision.payload },
+      });
+      const second = await run(agent, { resume });
+      all.push(...second.events);
+      const result = decided(second.events, callId, decision);
+
+      await twoMoreMessages(agent, decision, all);
+      if (decision.waitForTtl) assert.ok(Date.parse(interrupt.expiresAt) < Date.now(), "the approval has expired");
+      const replayed = await run(agent, { resume });
+      all.push(...replayed.events);
+      later(replayed.events, "Nothing more to do.");
+      assert.deepEqual(ofType(replayed.events, "RUN_FINISHED")[0].outcome, { type: "success" });
+
+      assert.deepEqual(ofType(all, "TOOL_CALL_RESULT").map((e) => e.toolCallId), [callId], "one result, in run 2");
+      assert.equal(env.fake.requests(key).length, 5);
+      assertOneResultUpstream(key, callId, 1, result);
+    });
+  }
+});
+
+describe(`${v0059.name}: exactly once`, () => {
+  for (const decision of DECISIONS) {
+    test(`[${v0059.version}] the ${decision.name} call gets one result over two later messages${decision.waitForTtl ? " (after the TTL)" : ""} and a repeated answer`, { timeout: TIMEOUT }, async () => {
+      const key = `approval-once-${decision.name}-${v0059.tag}`;
+      const callId = `call_once_${decision.name}_${v0059.tag}`;
+      scriptFiveTurns(key, callId);
+      const agent = newAgent(v0059, `${env.server.url}/approvals_short_ttl`, { prompt: `${key}: cancel my Netflix` });
+      const all = [];
+
+      const first = await run(agent);
+      all.push(...first.events);
+      const approval = ofType(first.events, "TOOL_CALL_START").find((e) => e.toolCallName === "request_approval");
+      assert.ok(approval, types(first.events).join(", "));
+      const answer = () => ({
+        id: userMessage("").id.replace("user", "approval-answer"),
+        role: "tool",
+        toolCallId: approval.toolCallId,
+        content: JSON.stringify(decision.payload),
+      });
+      agent.addMessage(answer());
+      const second = await run(agent);
+      all.push(...second.events);
+      const result = decided(second.events, callId, decision);
+
+      await twoMoreMessages(agent, decision, all);
+      agent.addMessage(answer());
+      const replayed = await run(agent);
+      all.push(...replayed.events);
+      later(replayed.events, "Nothing more to do.");
+
+      assert.deepEqual(ofType(all, "TOOL_CALL_RESULT").map((e) => e.toolCallId), [callId], "one result, in run 2");
+      assert.equal(env.fake.requests(key).length, 5);
+      assertOneResultUpstream(key, callId, 1, result);
+    });
+  }
+});
+
+// ---- A rejected prediction is restored once --------------------------------------------------
+//
+// The prediction streams into agent.state, the person rejects it, the state from before comes
+// back; then the user edits the state, sends two more messages and the answer again: the edit
+// survives every later run (no old restore is applied again).
+
+for (const client of CLIENTS) {
+  describe(`${client.name}: confirmation of predicted state`, () => {
+    test(`[${client.version}] a rejected prediction is restored once and later edits survive`, { timeout: TIMEOUT }, async () => {
+      const key = `confirm-once-${client.tag}`;
+      const callId = `call_confirm_${client.tag}`;
+      const before = { theme: "dark", recipe: { title: `Old ${client.tag}` } };
+      env.fake.script(
+        key,
+        toolTurn([{ id: callId, name: "update_recipe", arguments: { recipe: { title: `New ${client.tag}` } } }]),
+        textTurn("Kept the old one."),
+        textTurn("Hello."),
+        textTurn("Goodbye."),
+        textTurn("Nothing more to do."),
+      );
+      const agent = newAgent(client, `${env.server.url}/writer_confirm`, { prompt: `${key}: rewrite it`, state: before });
+      const all = [];
+
+      const first = await run(agent);
+      all.push(...first.events);
+      assert.equal(agent.state.recipe.title, `New ${client.tag}`, "the prediction streamed");
+      let resume;
+      let answer;
+      if (client.protocol10) {
+        const interrupt = ofType(first.events, "RUN_FINISHED")[0].outcome.interrupts[0];
+        assert.equal(interrupt.toolCallId, callId);
+        resume = buildResumeArray(agent.pendingInterrupts, {
+          [interrupt.id]: { status: "resolved", payload: { approved: false } },
+        });
+      } else {
+        const confirm = ofType(first.events, "TOOL_CALL_START").find((e) => e.toolCallName === "confirm_changes");
+        assert.ok(confirm, types(first.events).join(", "));
+        answer = () => ({
+          id: userMessage("").id.replace("user", "confirm-answer"),
+          role: "tool",
+          toolCallId: confirm.toolCallId,
+          content: JSON.stringify({ accepted: false }),
+        });
+        agent.addMessage(answer());
+      }
+      const second = await run(agent, resume ? { resume } : {});
+      all.push(...second.events);
+      assertLifecycle(second.events);
+      assert.deepEqual(agent.state, before, "restored");
+
+      const edited = { theme: "light", recipe: { title: `Mine ${client.tag}` } };
+      agent.setState(edited);
+      for (const [message, reply] of [["thanks, now just say hello", "Hello."], ["and goodbye", "Goodbye."]]) {
+        agent.addMessage(userMessage(message));
+        const next = await run(agent);
+        all.push(...next.events);
+        later(next.events, reply);
+        assert.deepEqual(agent.state, edited, "the edit survives");
+      }
+      if (answer) agent.addMessage(answer());
+      const replayed = await run(agent, resume ? { resume } : {});
+      all.push(...replayed.events);
+      later(replayed.events, "Nothing more to do.");
+      assert.deepEqual(agent.state, edited, "the edit survives a replayed answer");
+
+      const results = ofType(all, "TOOL_CALL_RESULT");
+      assert.deepEqual(results.map((e) => e.toolCallId), [callId], "one result, in run 2");
+      assert.notEqual(results[0].content, "Recipe saved.", "the rejected tool never ran");
+    });
+  });
+}
 
 test("no model request went unscripted", () => {
   assert.deepEqual(env.fake.unmatched, []);

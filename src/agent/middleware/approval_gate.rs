@@ -14,13 +14,14 @@
 //! offered to it, and its calls and answers (and CopilotKit's echo of an interrupt answer) are
 //! removed from the history, so the provider sees one clean call/result pair.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use futures_util::stream::{self, StreamExt};
 use serde_json::{json, Value};
 
 use crate::agent::approval::{ApprovalPolicies, ApprovalSigner, ApprovalSubject, IdCheck};
+use crate::agent::approval_id::{abbreviate as abbreviated, ApprovalId};
 use crate::agent::{
     map_updates, new_id, Agent, AgentError, AgentStream, AgentUpdate, ApprovalRequest,
     DecisionOutcome, RestoreState, RunRequest, ToolDecision, UpdateMapper,
@@ -84,92 +85,94 @@ impl ApprovalGate {
     /// Verifies every answer the request carries and removes the approval protocol from its
     /// history. See the module docs for the rules.
     fn take_decisions(&self, request: &mut RunRequest) -> Result<Decisions, AgentError> {
-        let approval_tool = self.settings.client_tool_name.as_str();
-        let calls = history_calls(&request.messages);
-        let answers = tool_answers(&request.messages);
-        let mut decisions: Vec<ToolDecision> = Vec::new();
-        let mut confirmations: Vec<Confirmation> = Vec::new();
-        let mut decided: HashSet<String> = HashSet::new();
-        // Calls and tool messages that belong to the approval protocol, not the conversation.
-        let mut protocol_calls: HashSet<String> = HashSet::new();
-        let mut protocol_answers: HashSet<String> = HashSet::new();
+        let history = History::of(&request.messages);
+        let mut taken = Taken::default();
+        self.take_client_tool_answers(&request.thread_id, &history, &mut taken)?;
+        self.take_resume_entries(request, &history, &mut taken)?;
+        self.check_last_turn_answered(request, &history, &taken)?;
+        strip_protocol(
+            &mut request.messages,
+            &taken.protocol_calls,
+            &taken.protocol_answers,
+        );
+        Ok(Decisions {
+            decisions: taken.decisions,
+            confirmations: taken.confirmations,
+        })
+    }
 
-        // 0.x: answered approval tool calls.
-        for approval in calls.iter().filter(|c| c.name == approval_tool) {
-            protocol_calls.insert(approval.id.clone());
-            protocol_answers.insert(approval.id.clone());
-            let Some(answer) = answers.iter().find(|(id, _)| *id == approval.id) else {
+    /// 0.x: every answered approval tool call in the history. Answers to calls that already
+    /// have their result (every earlier approval, on every later run) are history, not
+    /// decisions: they are removed and nothing runs again.
+    fn take_client_tool_answers(
+        &self,
+        thread_id: &str,
+        history: &History,
+        taken: &mut Taken,
+    ) -> Result<(), AgentError> {
+        let approval_tool = self.settings.client_tool_name.as_str();
+        for approval in history.calls.iter().filter(|c| c.name == approval_tool) {
+            taken.protocol_calls.insert(approval.id.clone());
+            taken.protocol_answers.insert(approval.id.clone());
+            let Some(answer) = history.answer_to(&approval.id) else {
                 continue; // never answered: the user moved on, the call is dropped
             };
             // The approval call's arguments name the call, but a page may echo other
             // arguments (CopilotKit's `confirm_changes` takes none): the signed id decides.
             let target = approval.arguments.get("toolCallId").and_then(Value::as_str);
-            let call = calls
+            let candidates: Vec<&HistoryCall> = history
+                .calls
                 .iter()
                 .filter(|c| c.name != approval_tool)
                 .filter(|c| target.is_none_or(|t| t == c.id))
-                .find(|c| {
-                    self.signer
-                        .check(&approval.id, self.subject(&request.thread_id, c))
-                        != IdCheck::Mismatch
-                })
-                .ok_or_else(|| unknown(&approval.id))?;
-            self.verify(&approval.id, &request.thread_id, call)?;
-            if !decided.insert(call.id.clone()) {
-                return Err(answered_twice(&approval.id));
+                .collect();
+            // Whoever signed it, an answer about calls that all have their result acts on
+            // nothing (every earlier approval, even one signed with a key since retired): it
+            // needs no check, and must not end the thread.
+            if !candidates.is_empty() && candidates.iter().all(|c| history.carried_out(&c.id)) {
+                continue;
             }
-            protocol_answers.insert(call.id.clone());
-            let outcome = self.client_answer(&call.name, &call.arguments, &answer.1);
-            confirmations.extend(Confirmation::of(&approval.id, &outcome));
-            decisions.push(ToolDecision {
-                tool_call_id: call.id.clone(),
-                tool_name: call.name.clone(),
-                outcome,
-            });
+            let signed = self
+                .find_signed_call(&approval.id, thread_id, &candidates)
+                .ok_or_else(|| unknown(&approval.id))?;
+            let call = signed.call;
+            if history.carried_out(&call.id) {
+                continue;
+            }
+            fresh(&signed)?;
+            let outcome = self.client_answer(&call.name, &call.arguments, answer);
+            taken.decide(&signed, outcome)?;
         }
+        Ok(())
+    }
 
-        // 1.0: resume entries.
+    /// 1.0: `resume` entries. A replayed entry whose call already has its result changes
+    /// nothing, whether or not its id has expired since.
+    fn take_resume_entries(
+        &self,
+        request: &RunRequest,
+        history: &History,
+        taken: &mut Taken,
+    ) -> Result<(), AgentError> {
+        let approval_tool = self.settings.client_tool_name.as_str();
+        let candidates: Vec<&HistoryCall> = history
+            .calls
+            .iter()
+            .filter(|c| c.name != approval_tool)
+            .collect();
         let mut seen_interrupts: HashSet<&str> = HashSet::new();
         for entry in &request.resume {
             if !seen_interrupts.insert(entry.interrupt_id.as_str()) {
                 return Err(answered_twice(&entry.interrupt_id));
             }
-            let mut expired = false;
-            let call = calls
-                .iter()
-                .filter(|c| c.name != approval_tool)
-                .find(|call| {
-                    match self
-                        .signer
-                        .check(&entry.interrupt_id, self.subject(&request.thread_id, call))
-                    {
-                        IdCheck::Valid => true,
-                        IdCheck::Expired => {
-                            expired = true;
-                            false
-                        }
-                        IdCheck::Mismatch => false,
-                    }
-                });
-            let Some(call) = call else {
-                return Err(if expired {
-                    expired_error(&entry.interrupt_id)
-                } else {
-                    unknown(&entry.interrupt_id)
-                });
-            };
-            if !decided.insert(call.id.clone()) {
-                return Err(answered_twice(&entry.interrupt_id));
-            }
-            let answer = answers.iter().find(|(id, _)| *id == call.id);
-            if answer.is_some_and(|(_, text)| !is_decision_echo(text)) {
-                // The call already has its real result (this resume was carried out before and
-                // the client kept the result): replaying it changes nothing.
+            let signed = self
+                .find_signed_call(&entry.interrupt_id, &request.thread_id, &candidates)
+                .ok_or_else(|| unknown(&entry.interrupt_id))?;
+            let call = signed.call;
+            if history.carried_out(&call.id) {
                 continue;
             }
-            // CopilotKit also appends the answer as a tool message for the call: an echo of
-            // the decision, not a tool result.
-            protocol_answers.insert(call.id.clone());
+            fresh(&signed)?;
             let outcome = match entry.status {
                 ResumeStatus::Cancelled => DecisionOutcome::Declined,
                 ResumeStatus::Resolved => self.resume_answer(
@@ -179,50 +182,67 @@ impl ApprovalGate {
                     entry.payload.as_ref(),
                 )?,
             };
-            confirmations.extend(Confirmation::of(&entry.interrupt_id, &outcome));
-            decisions.push(ToolDecision {
-                tool_call_id: call.id.clone(),
-                tool_name: call.name.clone(),
-                outcome,
-            });
+            taken.decide(&signed, outcome)?;
         }
-
-        // A call of the latest turn still waiting for approval must be answered now.
-        if let Some(last_turn) = calls.iter().map(|c| c.message_index).max() {
-            let moved_on = request.messages[last_turn + 1..]
-                .iter()
-                .any(|m| matches!(m, Message::User(_)));
-            let waiting = calls.iter().find(|call| {
-                call.message_index == last_turn
-                    && call.name != approval_tool
-                    && !decided.contains(&call.id)
-                    && !answers.iter().any(|(id, _)| *id == call.id)
-                    && self.policies.requires_approval(&call.name, &call.arguments)
-            });
-            if let (Some(call), false) = (waiting, moved_on) {
-                return Err(AgentError::Resume {
-                    code: "interrupt_unanswered",
-                    message: format!(
-                        "the call `{}` of `{}` is waiting for approval: answer its interrupt in `resume`",
-                        call.id, call.name
-                    ),
-                });
-            }
-        }
-
-        strip_protocol(&mut request.messages, &protocol_calls, &protocol_answers);
-        Ok(Decisions {
-            decisions,
-            confirmations,
-        })
+        Ok(())
     }
 
-    fn verify(&self, id: &str, thread_id: &str, call: &HistoryCall) -> Result<(), AgentError> {
-        match self.signer.check(id, self.subject(thread_id, call)) {
-            IdCheck::Valid => Ok(()),
-            IdCheck::Expired => Err(expired_error(id)),
-            IdCheck::Mismatch => Err(unknown(id)),
+    /// A call of the latest turn still waiting for approval must be answered now, unless the
+    /// user has moved on (a new user message after it).
+    fn check_last_turn_answered(
+        &self,
+        request: &RunRequest,
+        history: &History,
+        taken: &Taken,
+    ) -> Result<(), AgentError> {
+        let Some(last_turn) = history.calls.iter().map(|c| c.message_index).max() else {
+            return Ok(());
+        };
+        let moved_on = request.messages[last_turn + 1..]
+            .iter()
+            .any(|m| matches!(m, Message::User(_)));
+        if moved_on {
+            return Ok(());
         }
+        let waiting = history.calls.iter().find(|call| {
+            call.message_index == last_turn
+                && call.name != self.settings.client_tool_name
+                && !taken.decided.contains(&call.id)
+                && history.answer_to(&call.id).is_none()
+                && self.policies.requires_approval(&call.name, &call.arguments)
+        });
+        match waiting {
+            Some(call) => Err(AgentError::Resume {
+                code: "interrupt_unanswered",
+                message: format!(
+                    "the call `{}` of `{}` is waiting for approval: answer its interrupt in `resume`",
+                    call.id, call.name
+                ),
+            }),
+            None => Ok(()),
+        }
+    }
+
+    /// The call among `candidates` that `id` was signed for, and whether the id is still
+    /// fresh. The tag decides which call it is; expiry is judged separately, so a call that
+    /// was carried out long ago is still recognised.
+    fn find_signed_call<'h>(
+        &self,
+        id: &str,
+        thread_id: &str,
+        candidates: &[&'h HistoryCall],
+    ) -> Option<SignedCall<'h>> {
+        let id: ApprovalId = id.parse().ok()?;
+        candidates.iter().find_map(|call| {
+            match self.signer.check(&id, self.subject(thread_id, call)) {
+                IdCheck::Mismatch => None,
+                check => Some(SignedCall {
+                    call,
+                    check,
+                    id: id.clone(),
+                }),
+            }
+        })
     }
 
     /// A 1.0 resume payload: `{approved: bool, editedArgs?: object}` (`accepted` is read as
@@ -277,6 +297,97 @@ impl ApprovalGate {
     }
 }
 
+/// The tool calls and tool messages of a request's history.
+struct History {
+    calls: Vec<HistoryCall>,
+    /// The text of the first tool message answering each call id.
+    answers: HashMap<String, String>,
+    /// The "already carried out" guard's data: the calls with a result in the history (a tool
+    /// message that is not a client's echo of the decision).
+    results: HashSet<String>,
+}
+
+impl History {
+    fn of(messages: &[Message]) -> History {
+        let mut answers = HashMap::new();
+        let mut results = HashSet::new();
+        for (call_id, text) in tool_answers(messages) {
+            if !is_decision_echo(&text) {
+                results.insert(call_id.clone());
+            }
+            answers.entry(call_id).or_insert(text);
+        }
+        History {
+            calls: history_calls(messages),
+            answers,
+            results,
+        }
+    }
+
+    fn answer_to(&self, call_id: &str) -> Option<&str> {
+        self.answers.get(call_id).map(String::as_str)
+    }
+
+    /// The "already carried out" guard: whether the call has its result in the history. A
+    /// decision about such a call was acted on in an earlier run, and the client kept what it
+    /// produced; acting on it again would repeat the side effect.
+    fn carried_out(&self, call_id: &str) -> bool {
+        self.results.contains(call_id)
+    }
+}
+
+/// The decisions taken so far from one request, and the approval protocol to remove from it.
+#[derive(Default)]
+struct Taken {
+    decisions: Vec<ToolDecision>,
+    confirmations: Vec<Confirmation>,
+    decided: HashSet<String>,
+    protocol_calls: HashSet<String>,
+    protocol_answers: HashSet<String>,
+}
+
+impl Taken {
+    /// Records the decision `id` carries about `call`; a second decision about one call is
+    /// refused, whichever way it came.
+    fn decide(
+        &mut self,
+        signed: &SignedCall<'_>,
+        outcome: DecisionOutcome,
+    ) -> Result<(), AgentError> {
+        let call = signed.call;
+        if !self.decided.insert(call.id.clone()) {
+            return Err(answered_twice(&signed.id.to_string()));
+        }
+        // A tool message for the decided call can only be a client's echo of the decision
+        // (CopilotKit appends one): not a tool result, so it goes.
+        self.protocol_answers.insert(call.id.clone());
+        self.confirmations
+            .extend(Confirmation::of(&signed.id, &outcome));
+        self.decisions.push(ToolDecision {
+            tool_call_id: call.id.clone(),
+            tool_name: call.name.clone(),
+            outcome,
+        });
+        Ok(())
+    }
+}
+
+/// A history call an approval id was signed for.
+struct SignedCall<'h> {
+    call: &'h HistoryCall,
+    /// `Valid` or `Expired`.
+    check: IdCheck,
+    id: ApprovalId,
+}
+
+/// Refuses an id past its expiry.
+fn fresh(signed: &SignedCall<'_>) -> Result<(), AgentError> {
+    match signed.check {
+        IdCheck::Expired => Err(expired_error(&signed.id.to_string())),
+        IdCheck::Valid | IdCheck::Mismatch => Ok(()),
+    }
+}
+
 /// What a request's answers decided.
 struct Decisions {
     decisions: Vec<ToolDecision>,
@@ -292,7 +403,7 @@ struct Confirmation {
 }
 
 impl Confirmation {
-    fn of(id: &str, outcome: &DecisionOutcome) -> Option<Confirmation> {
+    fn of(id: &ApprovalId, outcome: &DecisionOutcome) -> Option<Confirmation> {
         Some(Confirmation {
             accepted: matches!(outcome, DecisionOutcome::Approved { .. }),
             restore: ApprovalSigner::restore_state(id)?,
@@ -414,7 +525,7 @@ impl UpdateMapper for GateMapper {
             parent_message_id,
             restore_state,
         } = request;
-        let id = self.signer.mint(
+        let approval_id = self.signer.mint(
             ApprovalSubject {
                 thread_id: &self.thread_id,
                 tool_call_id: &tool_call_id,
@@ -423,6 +534,7 @@ impl UpdateMapper for GateMapper {
             },
             restore_state.as_deref(),
         );
+        let id = approval_id.to_string();
         let message = self.policies.message(&tool_name, &arguments);
         if self.client_tool {
             let call_arguments = json!({
@@ -451,7 +563,7 @@ impl UpdateMapper for GateMapper {
             })));
         } else {
             out.push(AgentUpdate::Interrupt(Interrupt {
-                expires_at: ApprovalSigner::expires_at(&id),
+                expires_at: ApprovalSigner::expires_at(&approval_id),
                 id,
                 reason: "tool_call".to_owned(),
                 message: Some(message),
@@ -560,7 +672,7 @@ fn unknown(id: &str) -> AgentError {
         code: "interrupt_unknown",
         message: format!(
             "`{}` matches no approval pending in this thread's history",
-            id.chars().take(80).collect::<String>()
+            abbreviated(id)
         ),
     }
 }
@@ -568,13 +680,16 @@ fn unknown(id: &str) -> AgentError {
 fn expired_error(id: &str) -> AgentError {
     AgentError::Resume {
         code: "interrupt_expired",
-        message: format!("the approval `{id}` has expired; ask again"),
+        message: format!("the approval `{}` has expired; ask again", abbreviated(id)),
     }
 }
 
 fn answered_twice(id: &str) -> AgentError {
     AgentError::Resume {
         code: "interrupt_answered_twice",
-        message: format!("the approval `{id}` is answered more than once"),
+        message: format!(
+            "the approval `{}` is answered more than once",
+            abbreviated(id)
+        ),
     }
 }

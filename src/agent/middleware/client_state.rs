@@ -16,7 +16,7 @@ use std::sync::Arc;
 use futures_util::stream::{self, StreamExt};
 use serde_json::Value;
 
-use crate::agent::{Agent, AgentError, AgentStream, AgentUpdate, RunRequest};
+use crate::agent::{prompt_safe_json, Agent, AgentError, AgentStream, AgentUpdate, RunRequest};
 use crate::protocol::{EventBody, StateSnapshot};
 use crate::settings::StateSettings;
 use crate::tools::schema_violations;
@@ -159,16 +159,6 @@ fn json_size(value: &Value) -> usize {
     // Writing a Value to an infallible writer cannot fail.
     let _ = serde_json::to_writer(&mut counter, value);
     counter.0
-}
-
-/// Compact JSON with `<`, `>` and `&` as `\u` escapes: still the same JSON value, but no text
-/// inside it can close or open a tag around it.
-fn prompt_safe_json(value: &Value) -> String {
-    value
-        .to_string()
-        .replace('<', "\\u003c")
-        .replace('>', "\\u003e")
-        .replace('&', "\\u0026")
 }
 
 /// Fills missing object members from `default`s under `properties`, recursively. Returns

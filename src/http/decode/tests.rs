@@ -233,6 +233,9 @@ fn each_input_limit_is_refused_with_its_own_code() {
         max_tools: 1,
         max_context_entries: 1,
         max_context_bytes: 10,
+        max_id_bytes: 8,
+        max_resume_entries: 1,
+        max_resume_bytes: 40,
     };
     let text = |n: usize| json!({"id": "u", "role": "user", "content": "x".repeat(n)});
     let cases = [
@@ -266,6 +269,26 @@ fn each_input_limit_is_refused_with_its_own_code() {
             "context_too_large",
             "max_context_bytes",
         ),
+        (
+            json!({"messages": [], "threadId": "123456789"}),
+            "id_too_long",
+            "max_id_bytes",
+        ),
+        (
+            json!({"messages": [], "parentRunId": "123456789"}),
+            "id_too_long",
+            "max_id_bytes",
+        ),
+        (
+            json!({"messages": [], "resume": [{"interruptId": "a", "status": "cancelled"}, {"interruptId": "b", "status": "cancelled"}]}),
+            "too_many_resume_entries",
+            "max_resume_entries",
+        ),
+        (
+            json!({"messages": [], "resume": [{"interruptId": "a".repeat(30), "status": "resolved", "payload": {"k": "0123456789"}}]}),
+            "resume_too_large",
+            "max_resume_bytes",
+        ),
     ];
     for (body, code, key) in cases {
         let error = decode_run_input(&serde_json::to_vec(&body).unwrap(), &limits).expect_err(code);
@@ -285,8 +308,16 @@ fn each_input_limit_is_refused_with_its_own_code() {
         "messages": [text(50), text(50), {"id": "r", "role": "reasoning", "content": ""}],
         "tools": [{"name": "a"}],
         "context": [{"description": "12345", "value": "67890"}],
+        "threadId": "12345678",
+        "runId": "é1234é",
+        "resume": [{"interruptId": "a".repeat(24), "status": "resolved", "payload": {"k": "01234"}}],
     });
     assert!(decode_run_input(&serde_json::to_vec(&body).unwrap(), &limits).is_ok());
+    let control = json!({"messages": [], "threadId": "a\nb"});
+    assert_eq!(
+        status_and_code(&serde_json::to_vec(&control).unwrap(), &limits),
+        (422, "invalid_id".to_owned())
+    );
 }
 
 // ---- the generator ----------------------------------------------------------------------------
@@ -669,6 +700,9 @@ fn generated_inputs_never_panic_and_are_refused_with_a_4xx_json_or_accepted() {
         max_tools: 1,
         max_context_entries: 1,
         max_context_bytes: 8,
+        max_id_bytes: 8,
+        max_resume_entries: 1,
+        max_resume_bytes: 32,
     };
     let default = InputLimitSettings::default();
     let started = Instant::now();

@@ -1152,7 +1152,13 @@ async fn a_conditional_policy_asks_only_when_the_arguments_match() {
 async fn a_0x_client_approves_through_a_request_approval_tool_call() {
     let service = ToolService::start().await;
     let tools = vec![transfer_tool(&service, false)];
-    let app = spawn_app(|settings| with_tools(settings, tools)).await;
+    // Run 2 is answered twice on one history, accepted then declined. A thread store would
+    // keep the first answer's result (tests/api/threads.rs); this test is about the answers.
+    let app = spawn_app(|settings| {
+        with_tools(settings, tools);
+        settings.threads.store = agui_host::settings::ThreadStoreKind::Off;
+    })
+    .await;
     app.fake.push(Reply::Sse(chunks::tool_calls(
         &[("call_1", "transfer_money", TRANSFER_ARGS)],
         false,

@@ -540,6 +540,28 @@ async fn redis_a_run_that_cannot_renew_its_lease_stops() {
 }
 
 #[tokio::test]
+async fn redis_gone_is_a_clear_503_before_any_stream() {
+    let redis = Backend::redis().await;
+    let app = redis
+        .app(|settings| settings.threads.redis_timeout_ms = 300)
+        .await;
+    let Backend::Redis(server) = redis else {
+        unreachable!()
+    };
+    drop(server);
+    let response = app.post_run("/", &input(vec![user("Hi")])).await;
+    assert_eq!(response.status(), 503);
+    assert!(response.headers().contains_key("retry-after"));
+    assert_eq!(
+        error_body(response).await["error"]["code"],
+        "thread_store_unavailable"
+    );
+    assert!(app.upstream_bodies().is_empty(), "no run started");
+    let response = get_thread(&app, &[], "t1").await;
+    assert_eq!(response.status(), 503);
+}
+
+#[tokio::test]
 async fn redis_a_restart_keeps_every_thread() {
     let redis = Backend::redis().await;
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();

@@ -7,6 +7,7 @@
 //! cargo run --release --example load                      # 1,000 runs, then 10% disconnecting
 //! cargo run --release --example load -- --runs 200 --chunks 10 --chunk-delay-ms 50
 //! cargo run --release --example load -- --soak-secs 300   # then 5 minutes of rounds: RSS growth?
+//! cargo run --release --example load -- --thread-store redis --redis-url redis://127.0.0.1:6379
 //! ```
 //!
 //! Phase 1 reads every stream to its end and checks it with the reference client's ordering
@@ -31,7 +32,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use agui_host::settings::{LlmProvider, Settings};
+use agui_host::settings::{LlmProvider, Settings, ThreadStoreKind};
 use agui_host::App;
 use axum::body::{Body, Bytes};
 use axum::http::header;
@@ -60,6 +61,10 @@ struct Options {
     repeat: usize,
     /// After the phases, repeat the disconnect phase for this long and check the RSS for growth.
     soak: Option<Duration>,
+    /// `threads.store`: off, memory (the default) or redis.
+    thread_store: ThreadStoreKind,
+    /// `threads.redis_url` for `--thread-store redis`.
+    redis_url: Option<String>,
 }
 
 impl Options {
@@ -73,9 +78,27 @@ impl Options {
             server_threads: std::thread::available_parallelism().map_or(2, |n| n.get()),
             repeat: 1,
             soak: None,
+            thread_store: ThreadStoreKind::Memory,
+            redis_url: None,
         };
         let mut args = std::env::args().skip(1);
         while let Some(flag) = args.next() {
+            match flag.as_str() {
+                "--thread-store" => {
+                    options.thread_store = match args.next().as_deref() {
+                        Some("off") => ThreadStoreKind::Off,
+                        Some("memory") => ThreadStoreKind::Memory,
+                        Some("redis") => ThreadStoreKind::Redis,
+                        _ => return Err("--thread-store needs off, memory or redis".into()),
+                    };
+                    continue;
+                }
+                "--redis-url" => {
+                    options.redis_url = Some(args.next().ok_or("--redis-url needs a URL")?);
+                    continue;
+                }
+                _ => {}
+            }
             let mut value = || -> Result<u64, String> {
                 args.next()
                     .and_then(|v| v.parse().ok())
@@ -101,7 +124,8 @@ impl Options {
                         "options: --runs N (1000) --chunks N (20) --chunk-delay-ms N (100) \
                          --disconnect-percent N (10) --timeout-secs N (120) --server-threads N \
                          (the CPU count) --repeat N (1: times the disconnect phase runs) --soak-secs N \
-                         (then repeat the disconnect phase for N s and check RSS growth)"
+                         (then repeat the disconnect phase for N s and check RSS growth) \
+                         --thread-store off|memory|redis (memory) --redis-url URL"
                             .into(),
                     )
                 }
@@ -156,6 +180,10 @@ fn run(options: &Options) -> Result<bool, Box<dyn std::error::Error>> {
     settings.llm.base_url = format!("http://{upstream}/v1");
     settings.llm.api_key = "load-test".into();
     settings.llm.max_retries = 0;
+    settings.threads.store = options.thread_store;
+    if let Some(url) = &options.redis_url {
+        settings.threads.redis_url = url.clone();
+    }
     let (address, metrics) = server_rt.block_on(async {
         let app = App::build(settings).await?;
         let address = app.local_addr();
@@ -166,11 +194,13 @@ fn run(options: &Options) -> Result<bool, Box<dyn std::error::Error>> {
     let runs_in_flight = move || in_flight(&metrics.encode());
 
     println!(
-        "agui-host load test: {} runs, {} chunks {} ms apart ({} server threads)",
+        "agui-host load test: {} runs, {} chunks {} ms apart ({} server threads, threads.store \
+         {:?})",
         options.runs,
         options.chunks,
         options.chunk_delay.as_millis(),
-        options.server_threads
+        options.server_threads,
+        options.thread_store
     );
     // Warm up (connections, allocator arenas) so the baseline is a running server.
     let warm = client_rt.block_on(load(&address.to_string(), 8, 0, options.chunks))?;

@@ -14,6 +14,7 @@ use crate::agent::{pipeline, Agent};
 use crate::http::{self, AppState, Discovery, Metrics, Readiness, RunLimits, Shutdown};
 use crate::llm::{LlmClient, LlmError};
 use crate::settings::{Settings, SettingsError};
+use crate::threads::{AgentTools, Threads};
 use crate::tools::Tool;
 
 /// How long, after the grace period, the server waits for streams to write their final
@@ -27,6 +28,8 @@ pub enum AppError {
     Settings(#[from] SettingsError),
     #[error("cannot set up the model client: {0}")]
     Llm(#[from] LlmError),
+    #[error("cannot open the thread store: {0}")]
+    Threads(#[from] crate::threads::StoreError),
     #[error("cannot listen on {address}: {source}")]
     Bind {
         address: String,
@@ -61,13 +64,19 @@ impl App {
         settings: Settings,
         extra_tools: ExtraTools,
     ) -> Result<App, AppError> {
+        // Validated before the store is opened, so a bad file fails without touching Redis.
+        settings.validate()?;
+        let threads =
+            Threads::from_settings(&settings.threads, agent_tools(&settings, &extra_tools))
+                .await?
+                .map(Arc::new);
         let Assembled {
             router,
             model,
             offline,
             shutdown,
             metrics,
-        } = assemble(&settings, &extra_tools)?;
+        } = assemble(&settings, &extra_tools, threads)?;
         let address = format!("{}:{}", settings.server.host, settings.server.port);
         let listener = match TcpListener::bind(&address).await {
             Ok(listener) => listener,
@@ -93,7 +102,8 @@ impl App {
     /// tools, JSON Schemas and state rules, routes and CORS) without binding a port, and drops
     /// it: what `agui-host check-config` runs.
     pub fn check(settings: &Settings) -> Result<(), AppError> {
-        assemble(settings, &ExtraTools::new()).map(drop)
+        // The thread store is not opened: a check needs no Redis, and its settings are validated.
+        assemble(settings, &ExtraTools::new(), None).map(drop)
     }
 
     /// The address the service listens on (the real port when 0 was asked for).
@@ -190,7 +200,11 @@ struct Assembled {
     metrics: Arc<Metrics>,
 }
 
-fn assemble(settings: &Settings, extra_tools: &ExtraTools) -> Result<Assembled, AppError> {
+fn assemble(
+    settings: &Settings,
+    extra_tools: &ExtraTools,
+    threads: Option<Arc<Threads>>,
+) -> Result<Assembled, AppError> {
     settings.validate()?;
     for agent in extra_tools.keys() {
         if !settings.agents.contains_key(agent) {
@@ -233,6 +247,7 @@ fn assemble(settings: &Settings, extra_tools: &ExtraTools) -> Result<Assembled, 
         metrics: Arc::clone(&metrics),
         readiness: Arc::new(Readiness::new(settings)),
         discovery,
+        threads,
     };
     let router = http::router(state, settings)?;
     Ok(Assembled {
@@ -242,6 +257,28 @@ fn assemble(settings: &Settings, extra_tools: &ExtraTools) -> Result<Assembled, 
         shutdown,
         metrics,
     })
+}
+
+/// Each agent's server tool names (configured and registered in Rust), whose results a client
+/// may not invent on a verified thread, and its result for a declined call.
+fn agent_tools(settings: &Settings, extra_tools: &ExtraTools) -> BTreeMap<String, AgentTools> {
+    settings
+        .agents
+        .iter()
+        .map(|(name, agent)| {
+            let configured = agent.tools.iter().map(|tool| tool.name.clone());
+            let registered = extra_tools
+                .get(name)
+                .into_iter()
+                .flatten()
+                .map(|tool| tool.definition().name.clone());
+            let tools = AgentTools {
+                server_tools: configured.chain(registered).collect(),
+                declined_result: agent.approval.rejected_message.clone(),
+            };
+            (name.clone(), tools)
+        })
+        .collect()
 }
 
 /// A registered Rust tool as discovery lists it.

@@ -24,6 +24,8 @@
 //! state        predictive state, pure: incremental partial JSON, arguments projected onto
 //!              state keys as minimal JSON Patch operations (a leaf)
 //! text         the id and truncation helpers every module shares (a leaf)
+//! threads      threads the server remembers: the store (memory, Redis), run leases, the
+//!              record of a run, the check of a client's history against it
 //! ```
 //! The command line (`src/cli/`: clap types, `check-config`, `healthcheck`, and the terminal
 //! client `agui-host chat`) belongs to the binary alone; the library does not compile it.
@@ -31,8 +33,9 @@
 //! # Dependency rule
 //! `protocol`, `state` and `text` are leaves (`state`: no tokio, no agent or protocol types), and
 //! any module may use `text` (ids, truncation); `llm` uses only `settings`; `tools` uses
-//! `settings`; `agent` uses `protocol`, `llm`, `state` and `tools`; `http` uses `agent` and
-//! `protocol`; `app` wires everything. The binary's `cli` uses the library's public API only.
+//! `settings`; `threads` uses `protocol` and `settings`; `agent` uses `protocol`, `llm`, `state`
+//! and `tools`; `http` uses `agent`, `protocol` and `threads`; `app` wires everything. The
+//! binary's `cli` uses the library's public API only.
 //!
 //! # How a run flows
 //! ```text
@@ -61,6 +64,7 @@ pub mod settings;
 pub mod state;
 pub mod telemetry;
 pub mod text;
+pub mod threads;
 pub mod tools;
 
 #[cfg(test)]

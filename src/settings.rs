@@ -23,6 +23,8 @@ use serde_json::Value;
 
 mod keys;
 pub use keys::UnknownKey;
+mod threads;
+pub use threads::{ConcurrentRunPolicy, HistoryPolicy, ThreadSettings, ThreadStoreKind};
 
 /// The embedded default configuration (the same text as `config/default.toml`).
 pub const DEFAULT_TOML: &str = include_str!("../config/default.toml");
@@ -40,6 +42,9 @@ pub struct Settings {
     #[serde(default)]
     pub security: SecuritySettings,
     pub metrics: MetricsSettings,
+    /// Threads the server remembers (`[threads]`; absent: the defaults).
+    #[serde(default)]
+    pub threads: ThreadSettings,
     /// Name of the agent served on `POST /`.
     pub default_agent: String,
     /// The configured agents by name; each is also served on `POST /<name>`.

@@ -75,10 +75,22 @@ fn presented_token(headers: &HeaderMap) -> Option<&[u8]> {
     }
 }
 
+/// Who an authenticated request is: a digest of the token it presented, never the token. Put
+/// in the request's extensions for the thread scope.
+#[derive(Debug, Clone)]
+pub(super) struct Principal(pub(super) String);
+
+impl Principal {
+    fn of(token: &[u8]) -> Principal {
+        use sha2::{Digest, Sha256};
+        Principal(crate::threads::hex(&Sha256::digest(token)[..16]))
+    }
+}
+
 /// The middleware: passes authenticated and exempt requests, answers 401 to the rest.
 pub(super) async fn require_token(
     State(auth): State<Option<Auth>>,
-    request: Request,
+    mut request: Request,
     next: Next,
 ) -> Response {
     let Some(auth) = auth else {
@@ -88,7 +100,11 @@ pub(super) async fn require_token(
         return next.run(request).await;
     }
     match presented_token(request.headers()) {
-        Some(token) if !token.is_empty() && auth.accepts(token) => next.run(request).await,
+        Some(token) if !token.is_empty() && auth.accepts(token) => {
+            let principal = Principal::of(token);
+            request.extensions_mut().insert(principal);
+            next.run(request).await
+        }
         presented => {
             // Never log what was presented: a near-miss is still somebody's secret.
             tracing::info!(

@@ -11,7 +11,8 @@
 //! Files: `run` (the run endpoints and the SSE pump), `decode` (body to `RunAgentInput`, input
 //! limits), `error` (ApiError), `ops` (health and readiness), `metrics` (the registry and
 //! `/metrics`), `limits` (run slots, deadline, shutdown), `auth` (tokens), `cors`, `discovery`
-//! (`/agents` and `/<agent>/capabilities`).
+//! (`/agents` and `/<agent>/capabilities`), `threads` (scope, hydrate, the save at a run's end,
+//! the thread routes).
 
 mod auth;
 mod cors;
@@ -22,6 +23,7 @@ mod limits;
 mod metrics;
 mod ops;
 mod run;
+mod threads;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -64,6 +66,8 @@ pub struct AppState {
     pub readiness: Arc<Readiness>,
     /// The answers of `GET /agents` and `GET /<agent>/capabilities`.
     pub discovery: Arc<Discovery>,
+    /// Threads the server remembers; `None` when `threads.store = "off"`.
+    pub threads: Option<Arc<crate::threads::Threads>>,
 }
 
 impl std::fmt::Debug for AppState {
@@ -84,6 +88,10 @@ pub fn router(state: AppState, settings: &Settings) -> Result<Router, SettingsEr
         .route("/{agent}", post(run::run_named_agent))
         .route("/agents", get(discovery::list_agents))
         .route("/{agent}/capabilities", get(discovery::capabilities))
+        .route(
+            "/{agent}/threads/{thread_id}",
+            get(threads::get_thread).delete(threads::delete_thread),
+        )
         .route("/health", get(ops::health))
         .route("/ready", get(ops::ready));
     if settings.metrics.enabled {

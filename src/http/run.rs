@@ -12,15 +12,18 @@ use std::time::Duration;
 use axum::body::{Body, Bytes};
 use axum::extract::rejection::BytesRejection;
 use axum::extract::{Path, State};
-use axum::http::{header, HeaderValue, StatusCode};
+use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::Response;
+use axum::Extension;
 use futures_util::{stream, FutureExt, Stream, StreamExt};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
+use super::auth::Principal;
 use super::decode;
 use super::metrics::RunGuard;
+use super::threads::{self, Prepared, ThreadRun};
 use super::{ApiError, AppState};
 use crate::agent::{AgentStream, AgentUpdate, RunRequest};
 use crate::protocol::{EventBody, RunEncoder, KEEP_ALIVE_FRAME};
@@ -31,23 +34,39 @@ const MAX_BATCH_BYTES: usize = 16 * 1024;
 
 pub(super) async fn run_default_agent(
     State(state): State<AppState>,
+    headers: HeaderMap,
+    principal: Option<Extension<Principal>>,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
     let agent = state.default_agent.clone();
-    run_agent(state, &agent, body)
+    let scope = thread_scope(&state, &headers, principal);
+    run_agent(state, &agent, scope, body).await
 }
 
 pub(super) async fn run_named_agent(
     State(state): State<AppState>,
     Path(agent): Path<String>,
+    headers: HeaderMap,
+    principal: Option<Extension<Principal>>,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
-    run_agent(state, &agent, body)
+    let scope = thread_scope(&state, &headers, principal);
+    run_agent(state, &agent, scope, body).await
 }
 
-fn run_agent(
+fn thread_scope(
+    state: &AppState,
+    headers: &HeaderMap,
+    principal: Option<Extension<Principal>>,
+) -> Option<String> {
+    let threads = state.threads.as_deref()?;
+    threads::scope(threads, headers, principal.as_ref().map(|p| &p.0))
+}
+
+async fn run_agent(
     state: AppState,
     agent_name: &str,
+    scope: Option<String>,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
     let Some(agent) = state.agents.get(agent_name) else {
@@ -65,7 +84,8 @@ fn run_agent(
     let input = decode::decode_run_input(&bytes, &state.input_limits)?;
     // After validation, so a malformed request is told so even when the server is full.
     let permit = state.limits.try_acquire()?;
-    let request = RunRequest::from(input);
+    let mut request = RunRequest::from(input);
+    let prepared = threads::prepare(&state, agent_name, scope, &mut request).await?;
     let span = tracing::info_span!(
         "run",
         agent = %agent_name,
@@ -77,8 +97,14 @@ fn run_agent(
         request.thread_id.clone(),
         request.run_id.clone(),
     );
-    let updates = span.in_scope(|| agent.run(request))?;
+    let (updates, thread) = match prepared {
+        Prepared::Stateless => (span.in_scope(|| agent.run(request))?, None),
+        Prepared::Hydrate(updates) => (updates, None),
+        Prepared::Run(thread) => (span.in_scope(|| agent.run(request))?, Some(thread)),
+    };
     let pump = Pump {
+        lease_lost: thread.as_ref().map(|thread| thread.lost()),
+        thread,
         encoder,
         updates: Some(updates),
         keep_alive: state.keep_alive,
@@ -115,6 +141,10 @@ struct Pump {
     guard: Option<RunGuard>,
     started_at: Instant,
     bytes_sent: usize,
+    /// The run's thread record and lease; saved and released when the run ends.
+    thread: Option<Box<ThreadRun>>,
+    /// Cancelled when a newer run took the thread (or its lease could not be renewed).
+    lease_lost: Option<CancellationToken>,
 }
 
 /// What polling the agent stream gave: an update, its end, or a panic.
@@ -128,6 +158,7 @@ enum Wake {
     Idle,
     Deadline,
     Shutdown,
+    Superseded,
 }
 
 /// The SSE body: `RUN_STARTED` at once, then the agent's updates (batched when several are
@@ -150,12 +181,14 @@ impl Pump {
             self.write_or_fail(|encoder, out| encoder.start(out), &mut out);
         } else {
             let deadline = self.deadline;
+            let lease_lost = self.lease_lost.clone();
             // Biased: once the grace period or the deadline is over, a busy agent cannot keep
             // the run going by always having the next update ready.
             let wake = tokio::select! {
                 biased;
                 () = self.stop.cancelled() => Wake::Shutdown,
                 () = sleep_until(deadline) => Wake::Deadline,
+                () = cancelled(lease_lost) => Wake::Superseded,
                 next = tokio::time::timeout(
                     self.keep_alive,
                     AssertUnwindSafe(updates.next()).catch_unwind(),
@@ -185,6 +218,14 @@ impl Pump {
                         &mut out,
                     );
                 }
+                Wake::Superseded => {
+                    tracing::info!("a newer run took the thread; ending this one");
+                    self.end_with_error(
+                        "thread_superseded",
+                        "A newer run on this thread took over.",
+                        &mut out,
+                    );
+                }
                 Wake::Next(next) => self.handle(next, &mut out),
             }
             while out.len() < MAX_BATCH_BYTES {
@@ -207,6 +248,10 @@ impl Pump {
             // The terminal event is in `out`: free the run's slot now, not when the client has
             // read it or the connection closes.
             self.guard = None;
+            // Saved before the terminal event leaves, so the client's next run finds it.
+            if let Some(thread) = self.thread.take() {
+                thread.finish().await;
+            }
         }
         Some((Ok(Bytes::from(out)), self))
     }
@@ -238,6 +283,9 @@ impl Pump {
                 self.end_with_error(error.code(), &error.public_message(), out);
             }
             Ok(Some(Ok(AgentUpdate::Event(body)))) => {
+                if let Some(thread) = &mut self.thread {
+                    thread.recorder.observe(&body);
+                }
                 if let Some(guard) = &mut self.guard {
                     guard.on_update();
                     if is_content(&body) {
@@ -254,6 +302,9 @@ impl Pump {
                 self.encoder.add_usage(usage);
             }
             Ok(Some(Ok(AgentUpdate::Interrupt(interrupt)))) => {
+                if let Some(thread) = &mut self.thread {
+                    thread.recorder.interrupt(&interrupt);
+                }
                 self.encoder.add_interrupt(interrupt)
             }
             Ok(Some(Ok(AgentUpdate::ApprovalRequest(request)))) => {
@@ -299,6 +350,14 @@ impl Pump {
     }
 }
 
+/// Waits until `token` is cancelled, or forever when there is none.
+async fn cancelled(token: Option<CancellationToken>) {
+    match token {
+        Some(token) => token.cancelled_owned().await,
+        None => std::future::pending().await,
+    }
+}
+
 /// Waits until `deadline`, or forever when there is none.
 async fn sleep_until(deadline: Option<Instant>) {
     match deadline {
@@ -330,6 +389,13 @@ impl Drop for Pump {
                     u64::try_from(self.started_at.elapsed().as_millis()).unwrap_or(u64::MAX),
                 "client disconnected; run cancelled"
             );
+        }
+        // What the client saw is kept (a disconnect does not roll the thread back); the save
+        // cannot be awaited here, so it runs on its own.
+        if let (Some(thread), Ok(runtime)) =
+            (self.thread.take(), tokio::runtime::Handle::try_current())
+        {
+            runtime.spawn(thread.finish());
         }
     }
 }

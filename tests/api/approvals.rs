@@ -31,7 +31,7 @@ use crate::verify::{assert_0x_compatible, assert_well_formed};
 const REJECTED: &str = "The person declined this action (approval test), so it was not done.";
 
 /// The arguments the model writes for the sensitive call in most tests.
-const TRANSFER_ARGS: &str = r#"{"amount":250,"to":"bob"}"#;
+pub(crate) const TRANSFER_ARGS: &str = r#"{"amount":250,"to":"bob"}"#;
 
 // ---- The tool service ------------------------------------------------------------------------
 
@@ -42,7 +42,7 @@ type Calls = Arc<Mutex<Vec<(String, Value, [String; 2])>>>;
 /// A tiny HTTP service standing in for the tools' backends: every `POST /<tool>` is recorded
 /// and answered `{"status":"done","tool":"<tool>"}`.
 #[derive(Debug, Clone)]
-struct ToolService {
+pub(crate) struct ToolService {
     base: String,
     calls: Calls,
 }
@@ -68,7 +68,7 @@ async fn record_call(
 }
 
 impl ToolService {
-    async fn start() -> ToolService {
+    pub(crate) async fn start() -> ToolService {
         let calls: Calls = Arc::default();
         let router = axum::Router::new()
             .fallback(record_call)
@@ -87,7 +87,7 @@ impl ToolService {
     }
 
     /// The arguments of every call of `tool` received so far.
-    fn calls_of(&self, tool: &str) -> Vec<Value> {
+    pub(crate) fn calls_of(&self, tool: &str) -> Vec<Value> {
         self.calls
             .lock()
             .unwrap()
@@ -168,7 +168,7 @@ fn cancel_tool(service: &ToolService) -> ToolSettings {
     )
 }
 
-fn transfer_tool(service: &ToolService, allow_edit: bool) -> ToolSettings {
+pub(crate) fn transfer_tool(service: &ToolService, allow_edit: bool) -> ToolSettings {
     http_tool(
         service,
         "transfer_money",
@@ -179,7 +179,7 @@ fn transfer_tool(service: &ToolService, allow_edit: bool) -> ToolSettings {
 }
 
 /// Gives the default agent exactly `tools` and the test's rejected message.
-fn with_tools(settings: &mut Settings, tools: Vec<ToolSettings>) {
+pub(crate) fn with_tools(settings: &mut Settings, tools: Vec<ToolSettings>) {
     let name = settings.default_agent.clone();
     let agent = settings.agents.get_mut(&name).expect("the default agent");
     agent.tools = tools;
@@ -189,14 +189,14 @@ fn with_tools(settings: &mut Settings, tools: Vec<ToolSettings>) {
 // ---- Inputs ----------------------------------------------------------------------------------
 
 /// A 1.0 resume run (`r2`) on thread `t1`.
-fn resume_input(messages: Vec<Value>, resume: Value) -> Value {
+pub(crate) fn resume_input(messages: Vec<Value>, resume: Value) -> Value {
     let mut body = input(messages);
     body["runId"] = json!("r2");
     body["resume"] = resume;
     body
 }
 
-fn resolved(interrupt_id: &str, payload: Value) -> Value {
+pub(crate) fn resolved(interrupt_id: &str, payload: Value) -> Value {
     json!({"interruptId": interrupt_id, "status": "resolved", "payload": payload})
 }
 
@@ -283,7 +283,7 @@ fn interrupts(events: &[Value]) -> Vec<Value> {
 
 /// The id of the interrupt about `tool_call_id`.
 #[track_caller]
-fn interrupt_id(events: &[Value], tool_call_id: &str) -> String {
+pub(crate) fn interrupt_id(events: &[Value], tool_call_id: &str) -> String {
     let all = interrupts(events);
     let found: Vec<&Value> = all
         .iter()
@@ -1152,7 +1152,13 @@ async fn a_conditional_policy_asks_only_when_the_arguments_match() {
 async fn a_0x_client_approves_through_a_request_approval_tool_call() {
     let service = ToolService::start().await;
     let tools = vec![transfer_tool(&service, false)];
-    let app = spawn_app(|settings| with_tools(settings, tools)).await;
+    // Run 2 is answered twice on one history, accepted then declined. A thread store would
+    // keep the first answer's result (tests/api/threads.rs); this test is about the answers.
+    let app = spawn_app(|settings| {
+        with_tools(settings, tools);
+        settings.threads.store = agui_host::settings::ThreadStoreKind::Off;
+    })
+    .await;
     app.fake.push(Reply::Sse(chunks::tool_calls(
         &[("call_1", "transfer_money", TRANSFER_ARGS)],
         false,

@@ -15,11 +15,11 @@ use crate::helpers::*;
 
 /// What the person at the terminal types on `agui-host chat`'s command line.
 #[derive(Debug, Default)]
-struct ChatOptions {
-    url: String,
-    thread_id: Option<String>,
-    client_tools: Vec<String>,
-    headers: Vec<(String, String)>,
+pub(crate) struct ChatOptions {
+    pub(crate) url: String,
+    pub(crate) thread_id: Option<String>,
+    pub(crate) client_tools: Vec<String>,
+    pub(crate) headers: Vec<(String, String)>,
 }
 
 /// What the model is told when the person declines, as configured by these tests.
@@ -65,7 +65,7 @@ async fn run_chat(options: ChatOptions, script: &str) -> Output {
 }
 
 /// Runs a session on `script` and returns the transcript.
-async fn chat(options: ChatOptions, script: &str) -> String {
+pub(crate) async fn chat(options: ChatOptions, script: &str) -> String {
     let output = run_chat(options, script).await;
     assert!(
         output.status.success(),

@@ -6,6 +6,7 @@
 
 mod fake_llm;
 mod helpers;
+mod redis_server;
 mod verify;
 
 mod approvals;
@@ -34,6 +35,7 @@ mod request_boundary;
 mod server_tools;
 mod shared_state;
 mod shutdown;
+mod threads;
 mod upstream_errors;
 mod upstream_network;
 mod upstream_request;

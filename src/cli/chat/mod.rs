@@ -108,8 +108,13 @@ pub(crate) async fn run<R: BufRead, W: Write>(
     input: R,
     output: W,
 ) -> Result<(), ChatError> {
+    let picking_up = options.thread_id.is_some();
     let mut session = Session::new(options, input, output)?;
     session.banner()?;
+    if picking_up && session.pick_up().await? == Flow::Quit {
+        session.out.end_line()?;
+        return Ok(());
+    }
     while let Some(line) = session.read_line("> ")? {
         if session.handle_line(&line).await? == Flow::Quit {
             break;

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use agui_host::llm::sse::{SseDecoder, SseEvent, MAX_EVENT_BYTES};
 use agui_host::protocol::{
-    EventBody, Interrupt, ReasoningMessageChunk, ResumeEntry, ResumeStatus, RunOutcome,
+    EventBody, Interrupt, Message, ReasoningMessageChunk, ResumeEntry, ResumeStatus, RunOutcome,
     TextMessageChunk, ToolCallChunk, ToolCallResult,
 };
 use agui_host::text::new_id;
@@ -184,7 +184,62 @@ impl<R: BufRead, W: Write> Session<R, W> {
     /// and frontend tool calls need, each waiting for the person's answer.
     pub(super) async fn converse(&mut self, text: &str) -> Result<Flow, ChatError> {
         self.thread.push_user(text);
-        let mut resume = Vec::new();
+        self.follow_through(Vec::new()).await
+    }
+
+    /// `--thread ID`: a run with no messages, which a server that keeps threads answers with
+    /// the stored conversation (without calling the model). Shows it, then answers whatever
+    /// the thread was waiting on, as after any run.
+    pub(super) async fn pick_up(&mut self) -> Result<Flow, ChatError> {
+        let summary = self.run_once(Vec::new()).await?;
+        self.show_conversation()?;
+        match summary.end {
+            Some(RunEnd::Finished(Some(RunOutcome::Interrupt { interrupts }))) => {
+                match self.answer_interrupts(&interrupts)? {
+                    Some(answers) => self.follow_through(answers).await,
+                    None => Ok(Flow::Quit),
+                }
+            }
+            _ => Ok(Flow::Continue),
+        }
+    }
+
+    /// The conversation as text lines: who said what, which tools were called and answered.
+    fn show_conversation(&mut self) -> std::io::Result<()> {
+        if self.thread.messages.is_empty() {
+            return self.out.line("(no stored conversation on this thread)");
+        }
+        self.out.line("[conversation so far]")?;
+        for message in &self.thread.messages {
+            let line = match message {
+                Message::User(user) => format!("you: {}", user.content.text()),
+                Message::Assistant(assistant) => {
+                    let calls: Vec<&str> = assistant
+                        .tool_calls
+                        .iter()
+                        .map(|call| call.function.name.as_str())
+                        .collect();
+                    match (assistant.content.as_deref(), calls.is_empty()) {
+                        (Some(text), true) => format!("agent: {text}"),
+                        (text, _) => {
+                            format!("agent: {} [calls {}]", text.unwrap_or(""), calls.join(", "))
+                        }
+                    }
+                }
+                Message::Tool(tool) => format!(
+                    "tool result: {}",
+                    truncate_chars(&tool.content.text(), PREVIEW_CHARS)
+                ),
+                _ => continue,
+            };
+            self.out.line(&line)?;
+        }
+        Ok(())
+    }
+
+    /// The run for what the thread holds now (answering `resume`), then as many follow-up runs
+    /// as its interrupts and frontend tool calls need.
+    async fn follow_through(&mut self, mut resume: Vec<ResumeEntry>) -> Result<Flow, ChatError> {
         // Calls to the user's tools made in any run of this exchange: a run that ends with an
         // interrupt may also have left a frontend call, answered once the interrupts are.
         let mut client_calls: Vec<String> = Vec::new();

@@ -26,6 +26,8 @@ fn pump(updates: AgentStream, deadline: Option<Duration>, stop: CancellationToke
         guard: None,
         started_at: Instant::now(),
         bytes_sent: 0,
+        thread: None,
+        lease_lost: None,
     }
 }
 

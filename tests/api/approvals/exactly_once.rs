@@ -245,13 +245,18 @@ async fn a_conversation_goes_on_after_the_approvals_ttl_for_a_1_0_client() {
 }
 
 /// A response lost on the way (the client never got the result) cannot be told from a first
-/// answer without stored state: the call runs again, with the same `Idempotency-Key`, so a
-/// service that dedupes by it performs the transfer once.
+/// answer without stored state (`threads.store = "off"`; with a store the recorded result is
+/// put back and nothing runs, see tests/api/threads.rs): the call runs again, with the same
+/// `Idempotency-Key`, so a service that dedupes by it performs the transfer once.
 #[tokio::test]
 async fn an_answer_resent_after_a_lost_response_carries_the_same_idempotency_key() {
     let service = ToolService::start().await;
     let tools = vec![transfer_tool(&service, false)];
-    let app = spawn_app(|settings| with_tools(settings, tools)).await;
+    let app = spawn_app(|settings| {
+        with_tools(settings, tools);
+        settings.threads.store = agui_host::settings::ThreadStoreKind::Off;
+    })
+    .await;
     let (events, history) = interrupted_transfer(&app, &service).await;
     let id = interrupt_id(&events, "call_1");
     let body = resume_input(history, json!([resolved(&id, json!({"approved": true}))]));

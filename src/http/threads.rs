@@ -1,0 +1,300 @@
+//! The HTTP side of threads: whose a request's threads are (its scope), what a run on a known
+//! thread does before it starts (hydrate, lease, load, history check), the save when it ends,
+//! and `GET`/`DELETE /{agent}/threads/{threadId}`.
+//!
+//! A thread of another scope is answered exactly like a missing one: the scope is part of the
+//! key, so the same lookup misses and nothing else differs.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::{Extension, Json};
+use futures_util::stream::{self, StreamExt};
+use serde_json::json;
+
+use super::auth::Principal;
+use super::{ApiError, AppState};
+use crate::agent::{AgentStream, AgentUpdate, RunRequest};
+use crate::protocol::{EventBody, Interrupt, MessagesSnapshot, StateSnapshot};
+use crate::settings::{ConcurrentRunPolicy, HistoryPolicy};
+use crate::threads::{
+    verify, AgentTools, Lease, LeaseError, StoreError, ThreadKey, ThreadRecord, ThreadRecorder,
+    Threads,
+};
+
+/// The scope used when the server has no authentication and no scope header: one shared
+/// development scope.
+const DEVELOPMENT_SCOPE: &str = "dev";
+
+/// Whose threads a request may see: the trusted proxy's header when one is configured, else
+/// the token that authenticated it, else the development scope. `None` (a configured header
+/// the request lacks): the request gets no thread at all.
+pub(super) fn scope(
+    threads: &Threads,
+    headers: &HeaderMap,
+    principal: Option<&Principal>,
+) -> Option<String> {
+    if let Some(header) = &threads.scope_header {
+        let user = headers.get(header.as_str())?.to_str().ok()?.trim();
+        return (!user.is_empty()).then(|| format!("user:{user}"));
+    }
+    Some(match principal {
+        Some(Principal(digest)) => format!("token:{digest}"),
+        None => DEVELOPMENT_SCOPE.to_owned(),
+    })
+}
+
+/// What the request does on its thread.
+pub(super) enum Prepared {
+    /// No thread: the store is off, or the request has no scope.
+    Stateless,
+    /// A known thread with `messages: []`: the stored conversation, without a model call.
+    Hydrate(AgentStream),
+    /// A run that is recorded and saved when it ends.
+    Run(Box<ThreadRun>),
+}
+
+/// Everything a recorded run holds until it ends.
+#[derive(Debug)]
+pub(super) struct ThreadRun {
+    threads: Arc<Threads>,
+    key: ThreadKey,
+    lease: Lease,
+    pub(super) recorder: ThreadRecorder,
+}
+
+/// Prepares `request` on its thread: hydrate, or take the lease, load the record and check
+/// (and repair) the client's history against it.
+pub(super) async fn prepare(
+    state: &AppState,
+    agent: &str,
+    scope: Option<String>,
+    request: &mut RunRequest,
+) -> Result<Prepared, ApiError> {
+    let (Some(threads), Some(scope)) = (&state.threads, scope) else {
+        return Ok(Prepared::Stateless);
+    };
+    let key = ThreadKey {
+        scope,
+        agent: agent.to_owned(),
+        thread_id: request.thread_id.clone(),
+    };
+    let hydrating = request.messages.is_empty() && request.resume.is_empty();
+    if hydrating {
+        if let Some(record) = load(threads, &key).await? {
+            return Ok(Prepared::Hydrate(hydrate(record)));
+        }
+    }
+    let supersede = threads.on_concurrent_run == ConcurrentRunPolicy::Supersede;
+    let lease = threads
+        .leases
+        .acquire(&key, supersede)
+        .await
+        .map_err(|error| match error {
+            LeaseError::Busy => ApiError::new(
+                StatusCode::CONFLICT,
+                "thread_busy",
+                "another run is still streaming on this thread; wait for it to end or stop it",
+            ),
+            LeaseError::Backend(error) => unavailable(&error),
+        })?;
+    // Loaded under the lease, so no other run saves between this load and this run's save.
+    let previous = if hydrating {
+        None
+    } else {
+        load(threads, &key).await?
+    };
+    if let (Some(record), HistoryPolicy::Verify) = (&previous, threads.history) {
+        let no_tools = AgentTools::default();
+        let tools = threads.agent_tools.get(agent).unwrap_or(&no_tools);
+        let client_tools: BTreeSet<&str> = request.tools.iter().map(|t| t.name.as_str()).collect();
+        let resumed_calls: BTreeSet<&str> = record
+            .interrupts
+            .iter()
+            .filter(|interrupt| {
+                request
+                    .resume
+                    .iter()
+                    .any(|r| r.interrupt_id == interrupt.id)
+            })
+            .filter_map(|interrupt| interrupt.tool_call_id.as_deref())
+            .collect();
+        let expect = verify::Expectations {
+            server_tools: &tools.server_tools,
+            client_tools: &client_tools,
+            resumed_calls: &resumed_calls,
+            declined_result: Some(tools.declined_result.as_str()),
+        };
+        verify::reconcile(record, &mut request.messages, expect).map_err(|mismatch| {
+            tracing::warn!(%mismatch, "a client's history does not match the thread's record");
+            ApiError::new(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                mismatch.code(),
+                mismatch.to_string(),
+            )
+        })?;
+    }
+    let recorder = ThreadRecorder::new(
+        previous.as_ref(),
+        agent,
+        &request.run_id,
+        request.messages.clone(),
+        request.state.clone(),
+    );
+    Ok(Prepared::Run(Box::new(ThreadRun {
+        threads: Arc::clone(threads),
+        key,
+        lease,
+        recorder,
+    })))
+}
+
+impl ThreadRun {
+    /// Cancelled when the run must stop because another took its thread.
+    pub(super) fn lost(&self) -> tokio_util::sync::CancellationToken {
+        self.lease.lost().clone()
+    }
+
+    /// Saves what the client holds now and frees the thread. A run that lost its lease saves
+    /// nothing: its successor's record wins.
+    pub(super) async fn finish(self) {
+        if !self.lease.lost().is_cancelled() {
+            let record = self.recorder.finish();
+            if let Err(error) = self.threads.store.save(&self.key, &record).await {
+                tracing::warn!(%error, "could not save the thread");
+            }
+        }
+        self.lease.release().await;
+    }
+}
+
+/// The stored conversation as a run: `MESSAGES_SNAPSHOT`, `STATE_SNAPSHOT`, and the
+/// interrupts it is waiting on (the encoder ends the run with them).
+fn hydrate(record: ThreadRecord) -> AgentStream {
+    let mut updates = vec![AgentUpdate::Event(EventBody::MessagesSnapshot(
+        MessagesSnapshot {
+            messages: record.messages,
+        },
+    ))];
+    if let Some(snapshot) = record.state {
+        updates.push(AgentUpdate::Event(EventBody::StateSnapshot(
+            StateSnapshot {
+                snapshot,
+                subagent_run_id: None,
+            },
+        )));
+    }
+    updates.extend(record.interrupts.into_iter().map(AgentUpdate::Interrupt));
+    stream::iter(updates.into_iter().map(Ok)).boxed()
+}
+
+async fn load(threads: &Threads, key: &ThreadKey) -> Result<Option<ThreadRecord>, ApiError> {
+    match threads.store.load(key).await {
+        Ok(record) => Ok(record),
+        // A record this version cannot read is as good as none; the next save replaces it.
+        Err(StoreError::Decode(error)) => {
+            tracing::warn!(%error, "a stored thread could not be read; starting afresh");
+            Ok(None)
+        }
+        Err(error) => Err(unavailable(&error)),
+    }
+}
+
+fn unavailable(error: &StoreError) -> ApiError {
+    tracing::error!(%error, "the thread store failed");
+    ApiError::new(
+        StatusCode::SERVICE_UNAVAILABLE,
+        "thread_store_unavailable",
+        "the conversation store is not answering; please retry",
+    )
+    .with_retry_after(1)
+}
+
+/// `GET /{agent}/threads/{threadId}`: the stored conversation, state and open interrupts.
+pub(super) async fn get_thread(
+    State(state): State<AppState>,
+    Path((agent, thread_id)): Path<(String, String)>,
+    headers: HeaderMap,
+    principal: Option<Extension<Principal>>,
+) -> Result<Response, ApiError> {
+    let (threads, key) = thread_key(&state, agent, thread_id, &headers, principal)?;
+    let record = load(threads, &key).await?.ok_or_else(|| not_found(&key))?;
+    let interrupts: &[Interrupt] = &record.interrupts;
+    Ok(Json(json!({
+        "threadId": key.thread_id,
+        "agent": key.agent,
+        "messages": record.messages,
+        "state": record.state,
+        "interrupts": interrupts,
+        "lastRunId": record.last_run_id,
+        "createdAt": record.created_at,
+        "updatedAt": record.updated_at,
+    }))
+    .into_response())
+}
+
+/// `DELETE /{agent}/threads/{threadId}`: forgets the thread (204), or 404.
+pub(super) async fn delete_thread(
+    State(state): State<AppState>,
+    Path((agent, thread_id)): Path<(String, String)>,
+    headers: HeaderMap,
+    principal: Option<Extension<Principal>>,
+) -> Result<Response, ApiError> {
+    let (threads, key) = thread_key(&state, agent, thread_id, &headers, principal)?;
+    match threads.store.delete(&key).await {
+        Ok(true) => Ok(StatusCode::NO_CONTENT.into_response()),
+        Ok(false) => Err(not_found(&key)),
+        Err(error) => Err(unavailable(&error)),
+    }
+}
+
+fn thread_key<'a>(
+    state: &'a AppState,
+    agent: String,
+    thread_id: String,
+    headers: &HeaderMap,
+    principal: Option<Extension<Principal>>,
+) -> Result<(&'a Threads, ThreadKey), ApiError> {
+    if !state.agents.contains_key(&agent) {
+        return Err(ApiError::new(
+            StatusCode::NOT_FOUND,
+            "unknown_agent",
+            format!(
+                "no agent named `{}`",
+                agent.chars().take(64).collect::<String>()
+            ),
+        ));
+    }
+    let Some(threads) = state.threads.as_deref() else {
+        return Err(ApiError::new(
+            StatusCode::NOT_FOUND,
+            "threads_off",
+            "this server keeps no threads (threads.store = \"off\")",
+        ));
+    };
+    let principal = principal.map(|Extension(principal)| principal);
+    let key = ThreadKey {
+        scope: scope(threads, headers, principal.as_ref()).unwrap_or_default(),
+        agent,
+        thread_id,
+    };
+    if key.scope.is_empty() {
+        return Err(not_found(&key));
+    }
+    Ok((threads, key))
+}
+
+fn not_found(key: &ThreadKey) -> ApiError {
+    ApiError::new(
+        StatusCode::NOT_FOUND,
+        "thread_not_found",
+        format!(
+            "no thread `{}` for agent `{}`",
+            key.thread_id.chars().take(128).collect::<String>(),
+            key.agent
+        ),
+    )
+}

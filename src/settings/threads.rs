@@ -1,0 +1,101 @@
+//! `[threads]`: whether and where the server remembers conversations, for how long, whose they
+//! are, and how far it trusts a client's copy (see `crate::threads`).
+
+use std::fmt;
+
+use serde::Deserialize;
+
+/// Where threads are kept.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ThreadStoreKind {
+    /// Nothing is kept: every run is self-contained.
+    Off,
+    /// In this process, bounded by `max_threads` and `max_bytes`; lost on restart.
+    #[default]
+    Memory,
+    /// In Redis 6.2+ or Valkey at `redis_url`: shared by replicas, kept across restarts.
+    Redis,
+}
+
+/// How a client's history is treated on a thread the server knows.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum HistoryPolicy {
+    /// Checked against the server's record (422 on a changed or invented server tool result;
+    /// recorded results the client dropped are put back).
+    #[default]
+    Verify,
+    /// Used as sent.
+    TrustClient,
+}
+
+/// What a run on a thread that is already streaming does.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ConcurrentRunPolicy {
+    /// 409 `thread_busy`.
+    #[default]
+    Reject,
+    /// The older run ends with `RUN_ERROR` `thread_superseded`; the new one runs.
+    Supersede,
+}
+
+#[derive(Clone, Deserialize)]
+#[serde(default)]
+pub struct ThreadSettings {
+    pub store: ThreadStoreKind,
+    /// `redis://[user:password@]host:port[/db]` (or `rediss://`); may hold a secret: never logged.
+    pub redis_url: String,
+    /// Seconds a thread is kept after its last run.
+    pub ttl_secs: u64,
+    /// `memory` store: most threads kept (0: no bound).
+    pub max_threads: usize,
+    /// `memory` store: most bytes of threads kept in all; any store: the largest one thread
+    /// may be (0: no bound).
+    pub max_bytes: usize,
+    /// A header a trusted proxy sets to the user's id (e.g. `X-User-Id`); empty: the scope is
+    /// the authenticated token (or one development scope without authentication).
+    pub scope_header: String,
+    pub history: HistoryPolicy,
+    pub on_concurrent_run: ConcurrentRunPolicy,
+    /// `redis` store: seconds a run's lease lasts unless renewed (a crashed replica blocks its
+    /// threads this long).
+    pub lease_ttl_secs: u64,
+    /// `redis` store: longest wait for a connection or a reply, in milliseconds.
+    pub redis_timeout_ms: u64,
+}
+
+impl Default for ThreadSettings {
+    fn default() -> Self {
+        ThreadSettings {
+            store: ThreadStoreKind::Memory,
+            redis_url: "redis://127.0.0.1:6379".into(),
+            ttl_secs: 7 * 24 * 3600,
+            max_threads: 10_000,
+            max_bytes: 256 * 1024 * 1024,
+            scope_header: String::new(),
+            history: HistoryPolicy::Verify,
+            on_concurrent_run: ConcurrentRunPolicy::Reject,
+            lease_ttl_secs: 30,
+            redis_timeout_ms: 2_000,
+        }
+    }
+}
+
+impl fmt::Debug for ThreadSettings {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ThreadSettings")
+            .field("store", &self.store)
+            .field("redis_url", &"[redacted]")
+            .field("ttl_secs", &self.ttl_secs)
+            .field("max_threads", &self.max_threads)
+            .field("max_bytes", &self.max_bytes)
+            .field("scope_header", &self.scope_header)
+            .field("history", &self.history)
+            .field("on_concurrent_run", &self.on_concurrent_run)
+            .field("lease_ttl_secs", &self.lease_ttl_secs)
+            .field("redis_timeout_ms", &self.redis_timeout_ms)
+            .finish()
+    }
+}

@@ -1,0 +1,243 @@
+//! The in-process thread store: bounded by thread count and by bytes, with a time to live,
+//! evicting the least recently used thread first. Records are kept serialized, so the byte
+//! bound counts what is really held and a load hands out a private copy.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use futures_util::future::{BoxFuture, FutureExt};
+use tokio::time::Instant;
+
+use super::{StoreError, ThreadKey, ThreadRecord, ThreadStore};
+
+/// See the module docs.
+#[derive(Debug)]
+pub struct MemoryStore {
+    inner: Mutex<Lru>,
+    max_threads: usize,
+    max_bytes: usize,
+    ttl: Duration,
+}
+
+#[derive(Debug, Default)]
+struct Lru {
+    entries: HashMap<ThreadKey, Entry>,
+    /// Use order: the smallest tick is the least recently used thread.
+    order: BTreeMap<u64, ThreadKey>,
+    next_tick: u64,
+    bytes: usize,
+}
+
+#[derive(Debug)]
+struct Entry {
+    data: Arc<[u8]>,
+    expires_at: Instant,
+    tick: u64,
+}
+
+impl MemoryStore {
+    /// A store of at most `max_threads` threads and `max_bytes` bytes of records (0: no
+    /// bound), each forgotten `ttl` after its last save.
+    pub fn new(max_threads: usize, max_bytes: usize, ttl: Duration) -> MemoryStore {
+        MemoryStore {
+            inner: Mutex::new(Lru::default()),
+            max_threads,
+            max_bytes,
+            ttl,
+        }
+    }
+
+    /// How many threads are held, expired ones not yet swept included.
+    pub fn len(&self) -> usize {
+        self.lock().entries.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Lru> {
+        // A panic while holding the lock leaves the maps consistent (every mutation below is
+        // completed before anything can panic), so a poisoned lock is still usable.
+        self.inner.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn load_now(&self, key: &ThreadKey) -> Option<Arc<[u8]>> {
+        let mut lru = self.lock();
+        let now = Instant::now();
+        let expired = lru.entries.get(key)?.expires_at <= now;
+        if expired {
+            lru.remove(key);
+            return None;
+        }
+        let tick = lru.tick();
+        let entry = lru.entries.get_mut(key)?;
+        let old_tick = std::mem::replace(&mut entry.tick, tick);
+        let data = Arc::clone(&entry.data);
+        lru.order.remove(&old_tick);
+        lru.order.insert(tick, key.clone());
+        Some(data)
+    }
+
+    fn save_now(&self, key: &ThreadKey, data: Arc<[u8]>) -> Result<(), StoreError> {
+        if self.max_bytes > 0 && data.len() > self.max_bytes {
+            return Err(StoreError::TooLarge {
+                size: data.len(),
+                limit: self.max_bytes,
+            });
+        }
+        let mut lru = self.lock();
+        lru.remove(key);
+        let tick = lru.tick();
+        lru.bytes += data.len();
+        lru.order.insert(tick, key.clone());
+        lru.entries.insert(
+            key.clone(),
+            Entry {
+                data,
+                expires_at: Instant::now() + self.ttl,
+                tick,
+            },
+        );
+        while (self.max_threads > 0 && lru.entries.len() > self.max_threads)
+            || (self.max_bytes > 0 && lru.bytes > self.max_bytes)
+        {
+            let Some((_, oldest)) = lru.order.pop_first() else {
+                break;
+            };
+            lru.remove(&oldest);
+        }
+        Ok(())
+    }
+}
+
+impl Lru {
+    fn tick(&mut self) -> u64 {
+        self.next_tick += 1;
+        self.next_tick
+    }
+
+    fn remove(&mut self, key: &ThreadKey) -> bool {
+        let Some(entry) = self.entries.remove(key) else {
+            return false;
+        };
+        self.order.remove(&entry.tick);
+        self.bytes -= entry.data.len();
+        true
+    }
+}
+
+impl ThreadStore for MemoryStore {
+    fn load<'a>(
+        &'a self,
+        key: &'a ThreadKey,
+    ) -> BoxFuture<'a, Result<Option<ThreadRecord>, StoreError>> {
+        let result = self
+            .load_now(key)
+            .map(|data| serde_json::from_slice(&data).map_err(StoreError::Decode))
+            .transpose();
+        std::future::ready(result).boxed()
+    }
+
+    fn save<'a>(
+        &'a self,
+        key: &'a ThreadKey,
+        record: &'a ThreadRecord,
+    ) -> BoxFuture<'a, Result<(), StoreError>> {
+        let result = serde_json::to_vec(record)
+            .map_err(StoreError::Encode)
+            .and_then(|data| self.save_now(key, data.into()));
+        std::future::ready(result).boxed()
+    }
+
+    fn delete<'a>(&'a self, key: &'a ThreadKey) -> BoxFuture<'a, Result<bool, StoreError>> {
+        let removed = self.lock().remove(key);
+        std::future::ready(Ok(removed)).boxed()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key(thread_id: &str) -> ThreadKey {
+        ThreadKey {
+            scope: "s".into(),
+            agent: "a".into(),
+            thread_id: thread_id.into(),
+        }
+    }
+
+    fn record(run: &str) -> ThreadRecord {
+        ThreadRecord {
+            agent: "a".into(),
+            messages: Vec::new(),
+            state: Some(serde_json::json!({"run": run})),
+            interrupts: Vec::new(),
+            server_results: Default::default(),
+            last_run_id: run.into(),
+            created_at: 1,
+            updated_at: 2,
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_expired_thread_is_never_returned() {
+        let store = MemoryStore::new(10, 0, Duration::from_secs(60));
+        store.save(&key("t"), &record("r1")).await.unwrap();
+        tokio::time::advance(Duration::from_secs(59)).await;
+        assert_eq!(store.load(&key("t")).await.unwrap(), Some(record("r1")));
+        tokio::time::advance(Duration::from_secs(2)).await;
+        assert_eq!(store.load(&key("t")).await.unwrap(), None);
+        assert!(store.is_empty(), "an expired thread is dropped when met");
+    }
+
+    #[tokio::test]
+    async fn the_least_recently_used_thread_goes_first_when_the_count_is_reached() {
+        let store = MemoryStore::new(2, 0, Duration::from_secs(60));
+        store.save(&key("a"), &record("a")).await.unwrap();
+        store.save(&key("b"), &record("b")).await.unwrap();
+        // Reading `a` makes `b` the least recently used.
+        assert!(store.load(&key("a")).await.unwrap().is_some());
+        store.save(&key("c"), &record("c")).await.unwrap();
+        assert_eq!(store.len(), 2);
+        assert!(store.load(&key("b")).await.unwrap().is_none());
+        assert!(store.load(&key("a")).await.unwrap().is_some());
+        assert!(store.load(&key("c")).await.unwrap().is_some());
+    }
+
+    #[tokio::test]
+    async fn the_byte_bound_evicts_old_threads_and_refuses_one_too_large_alone() {
+        let one = serde_json::to_vec(&record("x")).unwrap().len();
+        let store = MemoryStore::new(0, one * 2, Duration::from_secs(60));
+        for id in ["x", "y", "z"] {
+            store.save(&key(id), &record(id)).await.unwrap();
+        }
+        assert_eq!(store.len(), 2);
+        assert!(store.load(&key("x")).await.unwrap().is_none());
+        let mut big = record("big");
+        big.state = Some(serde_json::json!({"blob": "x".repeat(one * 3)}));
+        assert!(matches!(
+            store.save(&key("big"), &big).await,
+            Err(StoreError::TooLarge { .. })
+        ));
+        assert_eq!(store.len(), 2, "a refused save evicts nothing");
+    }
+
+    #[tokio::test]
+    async fn saving_again_replaces_and_delete_forgets() {
+        let store = MemoryStore::new(10, 0, Duration::from_secs(60));
+        store.save(&key("t"), &record("r1")).await.unwrap();
+        store.save(&key("t"), &record("r2")).await.unwrap();
+        assert_eq!(store.len(), 1);
+        assert_eq!(
+            store.lock().bytes,
+            serde_json::to_vec(&record("r2")).unwrap().len()
+        );
+        assert_eq!(store.load(&key("t")).await.unwrap(), Some(record("r2")));
+        assert!(store.delete(&key("t")).await.unwrap());
+        assert!(!store.delete(&key("t")).await.unwrap());
+        assert_eq!(store.lock().bytes, 0);
+    }
+}

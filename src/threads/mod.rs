@@ -1,0 +1,212 @@
+//! Threads the server remembers: the [`ThreadStore`] trait and its `memory` and `redis`
+//! backends, the per-thread run lease, the recorder that turns a run's events into the
+//! conversation the client holds afterwards, and the check of a client's history against that
+//! record. A thread is keyed by (scope, agent, threadId): the scope is who is asking, so a
+//! thread id is never an authorization token, and a thread of another scope looks exactly like
+//! a missing one. Uses `protocol` and `settings` only; `http` drives it.
+
+mod lease;
+mod memory;
+pub mod recorder;
+pub mod redis;
+pub mod verify;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures_util::future::BoxFuture;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+
+use crate::protocol::{Interrupt, Message};
+use crate::settings::{ConcurrentRunPolicy, HistoryPolicy, ThreadSettings, ThreadStoreKind};
+
+pub use lease::{Lease, LeaseError, Leases};
+pub use memory::MemoryStore;
+pub use recorder::ThreadRecorder;
+pub use redis::RedisStore;
+
+/// Which thread: the scope (who asks), the agent, and the client's thread id.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ThreadKey {
+    pub scope: String,
+    pub agent: String,
+    pub thread_id: String,
+}
+
+impl ThreadKey {
+    /// A fixed-length digest of the three parts, each length-prefixed so no two keys collide
+    /// by moving a separator; what the Redis backend names its keys by (a client's thread id
+    /// can be long and hold any byte).
+    pub fn digest(&self) -> String {
+        let mut hasher = Sha256::new();
+        for part in [&self.scope, &self.agent, &self.thread_id] {
+            hasher.update((part.len() as u64).to_be_bytes());
+            hasher.update(part.as_bytes());
+        }
+        hex(&hasher.finalize())
+    }
+}
+
+/// What the server keeps of a thread: the conversation as the client holds it after the last
+/// run, the state, the interrupts still open, and which tool results the server produced.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ThreadRecord {
+    pub agent: String,
+    pub messages: Vec<Message>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub state: Option<Value>,
+    #[serde(default)]
+    pub interrupts: Vec<Interrupt>,
+    /// Tool calls whose results the server produced (ran a server tool, or recorded a
+    /// decision): a client may not change or invent these.
+    #[serde(default)]
+    pub server_results: BTreeSet<String>,
+    pub last_run_id: String,
+    /// Milliseconds since the Unix epoch.
+    pub created_at: i64,
+    pub updated_at: i64,
+}
+
+/// Why the store could not answer.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("could not encode the thread: {0}")]
+    Encode(serde_json::Error),
+    #[error("a stored thread could not be decoded: {0}")]
+    Decode(serde_json::Error),
+    #[error("the thread is {size} bytes, over the store's limit of {limit}")]
+    TooLarge { size: usize, limit: usize },
+    #[error("thread store backend: {0}")]
+    Backend(String),
+}
+
+/// Where threads live. Every record carries its expiry in the backend: an expired thread is
+/// never returned.
+pub trait ThreadStore: Send + Sync + std::fmt::Debug + 'static {
+    fn load<'a>(
+        &'a self,
+        key: &'a ThreadKey,
+    ) -> BoxFuture<'a, Result<Option<ThreadRecord>, StoreError>>;
+    /// Writes the whole record and restarts its time to live.
+    fn save<'a>(
+        &'a self,
+        key: &'a ThreadKey,
+        record: &'a ThreadRecord,
+    ) -> BoxFuture<'a, Result<(), StoreError>>;
+    /// Forgets the thread; `true` when there was one.
+    fn delete<'a>(&'a self, key: &'a ThreadKey) -> BoxFuture<'a, Result<bool, StoreError>>;
+}
+
+/// The thread service the HTTP layer holds: a store, the leases, and the policies.
+#[derive(Debug)]
+pub struct Threads {
+    pub store: Arc<dyn ThreadStore>,
+    pub leases: Leases,
+    pub history: HistoryPolicy,
+    pub on_concurrent_run: ConcurrentRunPolicy,
+    /// The header a trusted proxy names the user in; `None`: scope from the token.
+    pub scope_header: Option<String>,
+    /// What the history check knows of each agent's tools, by agent name.
+    pub agent_tools: BTreeMap<String, AgentTools>,
+}
+
+/// What the history check knows of one agent's tools.
+#[derive(Debug, Clone, Default)]
+pub struct AgentTools {
+    /// Server tool names: a result for one of these must come from the server.
+    pub server_tools: BTreeSet<String>,
+    /// The result the agent gives a call a person declined.
+    pub declined_result: String,
+}
+
+impl Threads {
+    /// The service for `settings`, or `None` when the store is `off`.
+    ///
+    /// # Errors
+    /// Redis cannot be reached or its URL is malformed.
+    pub async fn from_settings(
+        settings: &ThreadSettings,
+        agent_tools: BTreeMap<String, AgentTools>,
+    ) -> Result<Option<Threads>, StoreError> {
+        let ttl = Duration::from_secs(settings.ttl_secs.max(1));
+        let (store, leases): (Arc<dyn ThreadStore>, Leases) = match settings.store {
+            ThreadStoreKind::Off => return Ok(None),
+            ThreadStoreKind::Memory => (
+                Arc::new(MemoryStore::new(
+                    settings.max_threads,
+                    settings.max_bytes,
+                    ttl,
+                )),
+                Leases::local(),
+            ),
+            ThreadStoreKind::Redis => {
+                let connection = redis::connect(
+                    &settings.redis_url,
+                    Duration::from_millis(settings.redis_timeout_ms.max(1)),
+                )
+                .await?;
+                let lease_ttl = Duration::from_secs(settings.lease_ttl_secs.max(1));
+                (
+                    Arc::new(RedisStore::new(connection.clone(), ttl, settings.max_bytes)),
+                    Leases::redis(connection, lease_ttl),
+                )
+            }
+        };
+        let scope_header = Some(settings.scope_header.trim().to_ascii_lowercase())
+            .filter(|header| !header.is_empty());
+        Ok(Some(Threads {
+            store,
+            leases,
+            history: settings.history,
+            on_concurrent_run: settings.on_concurrent_run,
+            scope_header,
+            agent_tools,
+        }))
+    }
+}
+
+/// Lower-case hex of `bytes`.
+pub(crate) fn hex(bytes: &[u8]) -> String {
+    use std::fmt::Write;
+    bytes
+        .iter()
+        .fold(String::with_capacity(bytes.len() * 2), |mut out, byte| {
+            let _ = write!(out, "{byte:02x}");
+            out
+        })
+}
+
+/// Now, in milliseconds since the Unix epoch (the AG-UI timestamp unit).
+pub(crate) fn now_millis() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |elapsed| {
+            i64::try_from(elapsed.as_millis()).unwrap_or(i64::MAX)
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn key_digest_separates_parts_by_length_not_by_a_separator() {
+        let a = ThreadKey {
+            scope: "ab".into(),
+            agent: "c".into(),
+            thread_id: "d".into(),
+        };
+        let b = ThreadKey {
+            scope: "a".into(),
+            agent: "bc".into(),
+            thread_id: "d".into(),
+        };
+        assert_ne!(a.digest(), b.digest());
+        assert_eq!(a.digest(), a.clone().digest());
+        assert_eq!(a.digest().len(), 64);
+    }
+}

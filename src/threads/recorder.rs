@@ -1,0 +1,271 @@
+//! Follows a run's events the way a client applies them, so that what is saved at the end of
+//! the run is the conversation and state the client holds then: the request's history, plus
+//! the messages, tool calls and results the run streamed, the state after its snapshots and
+//! deltas, and the interrupts it ended with.
+
+use std::collections::BTreeSet;
+
+use serde_json::Value;
+
+use super::{now_millis, ThreadRecord};
+use crate::protocol::{
+    AssistantMessage, Content, EventBody, FunctionCall, Interrupt, Message, TextRole, ToolCall,
+    ToolMessage, ToolResultContent,
+};
+
+/// See the module docs.
+#[derive(Debug)]
+pub struct ThreadRecorder {
+    agent: String,
+    run_id: String,
+    created_at: i64,
+    messages: Vec<Message>,
+    state: Option<Value>,
+    interrupts: Vec<Interrupt>,
+    server_results: BTreeSet<String>,
+}
+
+impl ThreadRecorder {
+    /// Starts from the request: its history and state, and what the previous record knew of
+    /// the results the server produced.
+    pub fn new(
+        previous: Option<&ThreadRecord>,
+        agent: &str,
+        run_id: &str,
+        messages: Vec<Message>,
+        state: Option<Value>,
+    ) -> ThreadRecorder {
+        ThreadRecorder {
+            agent: agent.to_owned(),
+            run_id: run_id.to_owned(),
+            created_at: previous.map_or_else(now_millis, |record| record.created_at),
+            server_results: previous
+                .map(|record| record.server_results.clone())
+                .unwrap_or_default(),
+            messages,
+            state,
+            interrupts: Vec::new(),
+        }
+    }
+
+    /// Applies one event the run sent.
+    pub fn observe(&mut self, event: &EventBody) {
+        match event {
+            EventBody::TextMessageStart(start) => {
+                self.text_message(&start.message_id, start.role);
+            }
+            EventBody::TextMessageContent(content) => {
+                self.append_text(&content.message_id, &content.delta);
+            }
+            EventBody::TextMessageChunk(chunk) => {
+                if let Some(id) = &chunk.message_id {
+                    self.text_message(id, chunk.role);
+                    if let Some(delta) = &chunk.delta {
+                        self.append_text(id, delta);
+                    }
+                }
+            }
+            EventBody::ToolCallStart(start) => self.tool_call(
+                &start.tool_call_id,
+                &start.tool_call_name,
+                start.parent_message_id.as_deref(),
+            ),
+            EventBody::ToolCallArgs(args) => self.append_arguments(&args.tool_call_id, &args.delta),
+            EventBody::ToolCallChunk(chunk) => {
+                if let Some(id) = &chunk.tool_call_id {
+                    if let Some(name) = &chunk.tool_call_name {
+                        self.tool_call(id, name, chunk.parent_message_id.as_deref());
+                    }
+                    if let Some(delta) = &chunk.delta {
+                        self.append_arguments(id, delta);
+                    }
+                }
+            }
+            EventBody::ToolCallResult(result) => {
+                self.server_results.insert(result.tool_call_id.clone());
+                self.messages.push(Message::Tool(ToolMessage {
+                    id: result.message_id.clone(),
+                    content: match &result.content {
+                        ToolResultContent::Text(text) => Content::Text(text.clone()),
+                        ToolResultContent::Parts(parts) => Content::Parts(parts.clone()),
+                    },
+                    tool_call_id: result.tool_call_id.clone(),
+                    error: None,
+                    encrypted_value: None,
+                    subagent_run_id: None,
+                    metadata: None,
+                }));
+            }
+            EventBody::StateSnapshot(snapshot) => self.state = Some(snapshot.snapshot.clone()),
+            EventBody::StateDelta(delta) => {
+                let mut state = self
+                    .state
+                    .take()
+                    .unwrap_or(Value::Object(Default::default()));
+                // A patch is atomic on the client too: one that fails leaves the state as is.
+                let mut next = state.clone();
+                if json_patch::patch(&mut next, &delta.delta).is_ok() {
+                    state = next;
+                }
+                self.state = Some(state);
+            }
+            EventBody::MessagesSnapshot(snapshot) => self.messages = snapshot.messages.clone(),
+            _ => {}
+        }
+    }
+
+    /// Notes an interrupt the run ends with.
+    pub fn interrupt(&mut self, interrupt: &Interrupt) {
+        self.interrupts.push(interrupt.clone());
+    }
+
+    /// The record to save.
+    pub fn finish(self) -> ThreadRecord {
+        ThreadRecord {
+            agent: self.agent,
+            messages: self.messages,
+            state: self.state,
+            interrupts: self.interrupts,
+            server_results: self.server_results,
+            last_run_id: self.run_id,
+            created_at: self.created_at,
+            updated_at: now_millis(),
+        }
+    }
+
+    fn text_message(&mut self, id: &str, role: Option<TextRole>) {
+        if self.messages.iter().any(|message| message.id() == id) {
+            return;
+        }
+        let message = match role {
+            Some(TextRole::User) => Message::User(crate::protocol::UserMessage {
+                id: id.to_owned(),
+                content: Content::Text(String::new()),
+                name: None,
+                encrypted_value: None,
+                subagent_run_id: None,
+                metadata: None,
+            }),
+            _ => Message::Assistant(empty_assistant(id)),
+        };
+        self.messages.push(message);
+    }
+
+    fn append_text(&mut self, id: &str, delta: &str) {
+        match self.messages.iter_mut().rev().find(|m| m.id() == id) {
+            Some(Message::Assistant(message)) => {
+                message
+                    .content
+                    .get_or_insert_with(String::new)
+                    .push_str(delta);
+            }
+            Some(Message::User(message)) => {
+                if let Content::Text(text) = &mut message.content {
+                    text.push_str(delta);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// A tool call joins the assistant message it names (created when absent), as the
+    /// reference client does.
+    fn tool_call(&mut self, id: &str, name: &str, parent_message_id: Option<&str>) {
+        let parent = parent_message_id.unwrap_or(id);
+        let position = self
+            .messages
+            .iter()
+            .rposition(|m| matches!(m, Message::Assistant(a) if a.id == parent));
+        let position = position.unwrap_or_else(|| {
+            self.messages
+                .push(Message::Assistant(empty_assistant(parent)));
+            self.messages.len() - 1
+        });
+        if let Message::Assistant(message) = &mut self.messages[position] {
+            message.tool_calls.push(ToolCall {
+                id: id.to_owned(),
+                call_type: "function".to_owned(),
+                function: FunctionCall {
+                    name: name.to_owned(),
+                    arguments: String::new(),
+                },
+                encrypted_value: None,
+                metadata: None,
+            });
+        }
+    }
+
+    fn append_arguments(&mut self, id: &str, delta: &str) {
+        let call = self.messages.iter_mut().rev().find_map(|m| match m {
+            Message::Assistant(a) => a.tool_calls.iter_mut().find(|c| c.id == id),
+            _ => None,
+        });
+        if let Some(call) = call {
+            call.function.arguments.push_str(delta);
+        }
+    }
+}
+
+fn empty_assistant(id: &str) -> AssistantMessage {
+    AssistantMessage {
+        id: id.to_owned(),
+        content: None,
+        tool_calls: Vec::new(),
+        name: None,
+        encrypted_value: None,
+        subagent_run_id: None,
+        metadata: None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn event(value: Value) -> EventBody {
+        serde_json::from_value(value).unwrap()
+    }
+
+    #[test]
+    fn a_run_with_a_server_tool_and_a_reply_is_recorded_as_the_client_holds_it() {
+        let user: Message =
+            serde_json::from_value(json!({"role": "user", "id": "u1", "content": "hi"})).unwrap();
+        let mut recorder =
+            ThreadRecorder::new(None, "a", "r1", vec![user.clone()], Some(json!({"n": 1})));
+        for value in [
+            json!({"type": "TOOL_CALL_START", "toolCallId": "c1", "toolCallName": "w", "parentMessageId": "m1"}),
+            json!({"type": "TOOL_CALL_ARGS", "toolCallId": "c1", "delta": "{\"a\":"}),
+            json!({"type": "TOOL_CALL_ARGS", "toolCallId": "c1", "delta": "1}"}),
+            json!({"type": "TOOL_CALL_END", "toolCallId": "c1"}),
+            json!({"type": "TOOL_CALL_RESULT", "messageId": "t1", "toolCallId": "c1", "content": "sunny"}),
+            json!({"type": "TEXT_MESSAGE_START", "messageId": "m2", "role": "assistant"}),
+            json!({"type": "TEXT_MESSAGE_CONTENT", "messageId": "m2", "delta": "It is "}),
+            json!({"type": "TEXT_MESSAGE_CONTENT", "messageId": "m2", "delta": "sunny."}),
+            json!({"type": "TEXT_MESSAGE_END", "messageId": "m2"}),
+            json!({"type": "STATE_DELTA", "delta": [{"op": "add", "path": "/n", "value": 2}]}),
+            json!({"type": "STATE_DELTA", "delta": [{"op": "remove", "path": "/missing"}]}),
+        ] {
+            recorder.observe(&event(value));
+        }
+        let record = recorder.finish();
+        let expected: Vec<Message> = serde_json::from_value(json!([
+            {"role": "user", "id": "u1", "content": "hi"},
+            {"role": "assistant", "id": "m1", "toolCalls": [
+                {"id": "c1", "type": "function", "function": {"name": "w", "arguments": "{\"a\":1}"}}
+            ]},
+            {"role": "tool", "id": "t1", "toolCallId": "c1", "content": "sunny"},
+            {"role": "assistant", "id": "m2", "content": "It is sunny."},
+        ]))
+        .unwrap();
+        assert_eq!(record.messages, expected);
+        assert_eq!(
+            record.state,
+            Some(json!({"n": 2})),
+            "a failing patch changes nothing"
+        );
+        assert_eq!(record.server_results, BTreeSet::from(["c1".to_owned()]));
+        assert_eq!(record.last_run_id, "r1");
+    }
+}

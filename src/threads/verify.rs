@@ -1,0 +1,235 @@
+//! `threads.history = "verify"`: the client's history is checked against the server's record
+//! before any agent sees it. A result for a server tool call that the server did not produce,
+//! or a changed one, is refused; a result the server recorded and the client dropped is put
+//! back, so a replayed approval finds its call already answered and runs nothing.
+
+use std::collections::{BTreeSet, HashMap};
+
+use super::ThreadRecord;
+use crate::protocol::Message;
+
+/// A history that does not match the record.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum HistoryMismatch {
+    #[error("the result of tool call `{0}` differs from the one this server produced")]
+    ChangedResult(String),
+    #[error("the result of server tool call `{0}` was not produced by this server")]
+    ForgedResult(String),
+}
+
+impl HistoryMismatch {
+    /// The stable code of the 422 answer.
+    pub fn code(&self) -> &'static str {
+        match self {
+            HistoryMismatch::ChangedResult(_) => "changed_tool_result",
+            HistoryMismatch::ForgedResult(_) => "forged_tool_result",
+        }
+    }
+}
+
+/// What the check needs to know besides the record and the history.
+#[derive(Debug, Clone, Copy)]
+pub struct Expectations<'a> {
+    /// The agent's server tool names.
+    pub server_tools: &'a BTreeSet<String>,
+    /// The tools the client declares in this request: a client tool of the same name makes
+    /// the result the client's.
+    pub client_tools: &'a BTreeSet<&'a str>,
+    /// Calls whose approval this request answers: a tool message for one of them is the
+    /// client's echo of its answer, which the approval gate removes.
+    pub resumed_calls: &'a BTreeSet<&'a str>,
+    /// The agent's result for a declined call: a dropped decline is not put back, since
+    /// answering a declined call again runs nothing that already ran.
+    pub declined_result: Option<&'a str>,
+}
+
+/// Checks `messages` against `record` and restores dropped server results.
+///
+/// # Errors
+/// The first result that was changed or forged.
+pub fn reconcile(
+    record: &ThreadRecord,
+    messages: &mut Vec<Message>,
+    expect: Expectations<'_>,
+) -> Result<(), HistoryMismatch> {
+    let recorded: HashMap<&str, &Message> = record
+        .messages
+        .iter()
+        .filter_map(|message| match message {
+            Message::Tool(tool) if record.server_results.contains(&tool.tool_call_id) => {
+                Some((tool.tool_call_id.as_str(), message))
+            }
+            _ => None,
+        })
+        .collect();
+    let declined = |message: &Message| {
+        matches!(message, Message::Tool(tool)
+            if expect.declined_result.is_some_and(|text| tool.content.text() == text))
+    };
+    let call_names: HashMap<&str, &str> = messages
+        .iter()
+        .filter_map(|message| match message {
+            Message::Assistant(assistant) => Some(&assistant.tool_calls),
+            _ => None,
+        })
+        .flatten()
+        .map(|call| (call.id.as_str(), call.function.name.as_str()))
+        .collect();
+    let mut answered = BTreeSet::new();
+    for message in messages.iter() {
+        let Message::Tool(tool) = message else {
+            continue;
+        };
+        let call_id = tool.tool_call_id.as_str();
+        answered.insert(call_id.to_owned());
+        if expect.resumed_calls.contains(call_id) {
+            continue;
+        }
+        match recorded.get(call_id) {
+            Some(Message::Tool(kept)) => {
+                if kept.content != tool.content {
+                    return Err(HistoryMismatch::ChangedResult(call_id.to_owned()));
+                }
+            }
+            _ => {
+                let server_call = call_names.get(call_id).is_some_and(|name| {
+                    expect.server_tools.contains(*name) && !expect.client_tools.contains(name)
+                });
+                if server_call {
+                    return Err(HistoryMismatch::ForgedResult(call_id.to_owned()));
+                }
+            }
+        }
+    }
+    let restorable = recorded
+        .into_iter()
+        .filter(|(_, message)| !declined(message))
+        .collect();
+    restore_dropped(messages, &restorable, &answered);
+    Ok(())
+}
+
+/// Puts each recorded result the client dropped back after the assistant message that made
+/// the call (after the results already there).
+fn restore_dropped(
+    messages: &mut Vec<Message>,
+    recorded: &HashMap<&str, &Message>,
+    answered: &BTreeSet<String>,
+) {
+    let mut index = 0;
+    while index < messages.len() {
+        let missing: Vec<Message> = match &messages[index] {
+            Message::Assistant(assistant) => assistant
+                .tool_calls
+                .iter()
+                .filter(|call| !answered.contains(&call.id))
+                .filter_map(|call| recorded.get(call.id.as_str()).map(|m| (*m).clone()))
+                .collect(),
+            _ => Vec::new(),
+        };
+        let mut insert_at = index + 1;
+        while matches!(messages.get(insert_at), Some(Message::Tool(_))) {
+            insert_at += 1;
+        }
+        let restored = missing.len();
+        messages.splice(insert_at..insert_at, missing);
+        index = insert_at + restored;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn messages(value: serde_json::Value) -> Vec<Message> {
+        serde_json::from_value(value).unwrap()
+    }
+
+    fn call(id: &str, name: &str) -> serde_json::Value {
+        json!({"role": "assistant", "id": format!("a_{id}"), "toolCalls": [
+            {"id": id, "type": "function", "function": {"name": name, "arguments": "{}"}}
+        ]})
+    }
+
+    fn result(id: &str, content: &str) -> serde_json::Value {
+        json!({"role": "tool", "id": format!("t_{id}"), "toolCallId": id, "content": content})
+    }
+
+    fn record() -> ThreadRecord {
+        ThreadRecord {
+            agent: "a".into(),
+            messages: messages(json!([call("c1", "balance"), result("c1", "10")])),
+            state: None,
+            interrupts: Vec::new(),
+            server_results: BTreeSet::from(["c1".to_owned()]),
+            last_run_id: "r".into(),
+            created_at: 0,
+            updated_at: 0,
+        }
+    }
+
+    fn server_tools() -> BTreeSet<String> {
+        BTreeSet::from(["balance".to_owned()])
+    }
+
+    fn check(history: &mut Vec<Message>, client_tools: &[&str]) -> Result<(), HistoryMismatch> {
+        let tools = server_tools();
+        let client_tools: BTreeSet<&str> = client_tools.iter().copied().collect();
+        let expect = Expectations {
+            server_tools: &tools,
+            client_tools: &client_tools,
+            resumed_calls: &BTreeSet::new(),
+            declined_result: Some("declined"),
+        };
+        reconcile(&record(), history, expect)
+    }
+
+    #[test]
+    fn an_honest_history_passes_unchanged() {
+        let mut history = messages(json!([
+            call("c1", "balance"),
+            result("c1", "10"),
+            call("c2", "pick"),
+            result("c2", "x")
+        ]));
+        let before = history.clone();
+        check(&mut history, &[]).unwrap();
+        assert_eq!(history, before);
+    }
+
+    #[test]
+    fn a_changed_or_invented_server_result_is_refused() {
+        let mut changed = messages(json!([call("c1", "balance"), result("c1", "1000000")]));
+        assert_eq!(
+            check(&mut changed, &[]),
+            Err(HistoryMismatch::ChangedResult("c1".into()))
+        );
+        let mut invented = messages(json!([call("c9", "balance"), result("c9", "1000000")]));
+        assert_eq!(
+            check(&mut invented, &[]),
+            Err(HistoryMismatch::ForgedResult("c9".into()))
+        );
+        let mut client_tool = messages(json!([call("c9", "balance"), result("c9", "1")]));
+        assert!(
+            check(&mut client_tool, &["balance"]).is_ok(),
+            "a tool the client declares is the client's to answer"
+        );
+    }
+
+    #[test]
+    fn a_dropped_server_result_is_put_back_after_its_call() {
+        let mut history = messages(json!([
+            call("c1", "balance"),
+            {"role": "user", "id": "u2", "content": "again"}
+        ]));
+        check(&mut history, &[]).unwrap();
+        let expected = messages(json!([
+            call("c1", "balance"),
+            result("c1", "10"),
+            {"role": "user", "id": "u2", "content": "again"}
+        ]));
+        assert_eq!(history, expected);
+    }
+}

@@ -1,6 +1,6 @@
 //! Failures after the stream began end it with one `RUN_ERROR`, last, with a stable `code`.
 //!
-//! The upstream faults of the README's table, one test each, against the fake upstream:
+//! The upstream faults of the table in docs/api.md, one test each, against the fake upstream:
 //! statuses (with and without retries, `Retry-After`), and streams that break, stall, or make
 //! no sense. Faults below HTTP (refused, DNS, TLS) are in `upstream_network`.
 

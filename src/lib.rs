@@ -11,7 +11,8 @@
 //!              `healthcheck` and `chat` subcommands
 //! app          App::build: the one place things are wired
 //! settings     the typed settings tree (config crate layers + environment)
-//! telemetry    tracing-subscriber setup
+//! telemetry    logs (tracing-subscriber), OpenTelemetry trace export (OTLP, the `otel`
+//!              feature), and the run's spans named after the GenAI conventions
 //! http         routes, request decoding, 4xx errors, the SSE response pump, and the
 //!              operational edge: probes, metrics, CORS, auth, run limits, shutdown
 //! protocol     AG-UI wire types and the run encoder (pure serde; a leaf)
@@ -25,9 +26,11 @@
 //! ```
 //!
 //! # Dependency rule
-//! `protocol` and `state` are leaves (`state`: no tokio, no agent or protocol types); `llm` uses
-//! only `settings`; `tools` uses `settings`; `agent` uses `protocol`, `llm`, `state` and `tools`;
-//! `http` uses `agent` and `protocol`; `app` wires everything.
+//! `protocol` and `state` are leaves (`state`: no tokio, no agent or protocol types);
+//! `telemetry` uses only `settings`, and any module may use it for spans and trace context;
+//! `llm` uses only `settings` (and `telemetry`); `tools` uses `settings`; `agent` uses
+//! `protocol`, `llm`, `state` and `tools`; `http` uses `agent` and `protocol`; `app` wires
+//! everything.
 //!
 //! # How a run flows
 //! ```text

@@ -73,7 +73,8 @@ async fn main() -> ExitCode {
     if command == Command::HealthCheck {
         return health_check(&settings).await;
     }
-    telemetry::init(&settings.telemetry);
+    // Held until the server stops: dropping it sends the spans still buffered.
+    let _telemetry = telemetry::init(&settings.telemetry);
     let app = match App::build(settings).await {
         Ok(app) => app,
         Err(error) => {

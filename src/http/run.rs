@@ -12,7 +12,7 @@ use std::time::Duration;
 use axum::body::{Body, Bytes};
 use axum::extract::rejection::BytesRejection;
 use axum::extract::{Path, State};
-use axum::http::{header, HeaderValue, StatusCode};
+use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::Response;
 use futures_util::{stream, FutureExt, Stream, StreamExt};
 use tokio::time::Instant;
@@ -24,6 +24,7 @@ use super::metrics::RunGuard;
 use super::{ApiError, AppState};
 use crate::agent::{AgentStream, AgentUpdate, RunRequest};
 use crate::protocol::{EventBody, RunEncoder, KEEP_ALIVE_FRAME};
+use crate::telemetry::{self, genai};
 
 /// Most bytes gathered into one body chunk when several updates are ready at once: batching
 /// saves a write per event under load without holding back a slow stream.
@@ -31,23 +32,26 @@ const MAX_BATCH_BYTES: usize = 16 * 1024;
 
 pub(super) async fn run_default_agent(
     State(state): State<AppState>,
+    headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
     let agent = state.default_agent.clone();
-    run_agent(state, &agent, body)
+    run_agent(state, &agent, &headers, body)
 }
 
 pub(super) async fn run_named_agent(
     State(state): State<AppState>,
     Path(agent): Path<String>,
+    headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
-    run_agent(state, &agent, body)
+    run_agent(state, &agent, &headers, body)
 }
 
 fn run_agent(
     state: AppState,
     agent_name: &str,
+    headers: &HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
     let Some(agent) = state.agents.get(agent_name) else {
@@ -66,18 +70,17 @@ fn run_agent(
     // After validation, so a malformed request is told so even when the server is full.
     let permit = state.limits.try_acquire()?;
     let request = RunRequest::from(input);
-    let span = tracing::info_span!(
-        "run",
-        agent = %agent_name,
-        thread_id = %request.thread_id,
-        run_id = %request.run_id,
-    );
+    let span = genai::run_span(agent_name, &request.thread_id, &request.run_id);
+    // Before the span is first entered: a started span keeps the trace it began in.
+    telemetry::continue_trace(&span, headers);
     let encoder = RunEncoder::new(
         request.version,
         request.thread_id.clone(),
         request.run_id.clone(),
     );
-    let updates = span.in_scope(|| agent.run(request))?;
+    let updates = span
+        .in_scope(|| agent.run(request))
+        .inspect_err(|refused| genai::record_run_outcome(&span, refused.code(), true))?;
     let pump = Pump {
         encoder,
         updates: Some(updates),
@@ -87,6 +90,7 @@ fn run_agent(
         guard: Some(state.metrics.run_started(agent_name, permit)),
         started_at: Instant::now(),
         bytes_sent: 0,
+        span: span.clone(),
     };
     let body = Body::from_stream(event_stream(pump, span));
     let mut response = Response::new(body);
@@ -115,6 +119,8 @@ struct Pump {
     guard: Option<RunGuard>,
     started_at: Instant,
     bytes_sent: usize,
+    /// The run's span, open as long as the response body: the outcome is recorded on it.
+    span: tracing::Span,
 }
 
 /// What polling the agent stream gave: an update, its end, or a panic.
@@ -230,6 +236,7 @@ impl Pump {
                     if let Some(guard) = &mut self.guard {
                         guard.succeeded();
                     }
+                    genai::record_run_outcome(&self.span, "finished", false);
                     self.end("finished");
                 }
             }
@@ -284,6 +291,7 @@ impl Pump {
         if let Some(guard) = &mut self.guard {
             guard.failed(code);
         }
+        genai::record_run_outcome(&self.span, code, true);
         self.end(code);
     }
 
@@ -325,6 +333,7 @@ impl Drop for Pump {
         if self.updates.is_some() {
             // The client went away mid-run (disconnect or Stop): dropping the agent stream here
             // closes the upstream request; nothing keeps running.
+            genai::record_run_outcome(&self.span, "cancelled", false);
             tracing::info!(
                 elapsed_ms =
                     u64::try_from(self.started_at.elapsed().as_millis()).unwrap_or(u64::MAX),

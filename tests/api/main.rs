@@ -30,6 +30,7 @@ mod protocol_versions;
 mod server_tools;
 mod shared_state;
 mod shutdown;
+mod telemetry;
 mod upstream_errors;
 mod upstream_network;
 mod upstream_request;

@@ -21,9 +21,10 @@ use opentelemetry_proto::tonic::common::v1::KeyValue;
 use opentelemetry_proto::tonic::trace::v1::span::SpanKind;
 use opentelemetry_proto::tonic::trace::v1::Span;
 use prost::Message;
-use serde_json::Value;
+use serde_json::{json, Value};
 use tokio::io::{AsyncBufReadExt, BufReader};
 
+use crate::approvals::{client_history, interrupt_id, resolved, resume_input};
 use crate::fake_llm::{chunks, FakeLlm, Reply};
 use crate::helpers::*;
 
@@ -129,6 +130,7 @@ impl Server {
     async fn start(fake: &FakeLlm, extra_env: &[(&str, &str)]) -> Server {
         let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_agui-host"));
         command
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
             .env_clear()
             .env("HOST", "127.0.0.1")
             .env("PORT", "0")
@@ -394,6 +396,77 @@ async fn captured_content_and_tool_failures_are_on_the_spans() {
     .unwrap();
     assert_eq!(output[0]["parts"][0]["type"], "tool_call");
     assert_eq!(output[0]["parts"][0]["name"], "no_such_tool");
+}
+
+#[tokio::test]
+#[cfg_attr(not(feature = "otel"), ignore = "built without the otel feature")]
+async fn an_approval_is_an_event_of_the_run_that_asks_and_of_the_run_that_resumes() {
+    let receiver = Receiver::default();
+    let endpoint = receiver.start().await;
+    let fake = FakeLlm::start().await;
+    let call = (
+        "call_c1",
+        "cancel_subscription",
+        r#"{"subscription":"gym"}"#,
+    );
+    fake.push(Reply::Sse(chunks::tool_calls(&[call], false)));
+    fake.push(Reply::Sse(chunks::text_reply(&["Cancelled."])));
+    let env = [
+        ("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint.as_str()),
+        ("APP_CONFIG_FILE", "config/examples/banking.toml"),
+    ];
+    let mut server = Server::start(&fake, &env).await;
+    server.address.push_str("/banking");
+    let before = vec![user("Cancel my gym subscription")];
+    let asked = post_traced_run(&server, "", &input(before.clone())).await;
+    let history = client_history(&before, &asked);
+    let approval = resolved(&interrupt_id(&asked, "call_c1"), json!({"approved": true}));
+    let resumed = post_traced_run(&server, "", &resume_input(history, json!([approval]))).await;
+    assert_eq!(last(&resumed)["type"], "RUN_FINISHED");
+    server.stop().await;
+
+    let spans: Vec<Span> = receiver.spans().into_iter().map(|(_, span)| span).collect();
+    let run = |run_id: &str| {
+        spans
+            .iter()
+            .find(|s| string_attribute(&s.attributes, "agui.run.id").as_deref() == Some(run_id))
+            .unwrap_or_else(|| panic!("a span for run {run_id}"))
+    };
+    let event_attributes = |span: &Span, name: &str| -> Vec<KeyValue> {
+        let event = span.events.iter().find(|e| e.name == name);
+        event
+            .unwrap_or_else(|| panic!("`{name}` on {}", span.name))
+            .attributes
+            .clone()
+    };
+    let first = run(asked[0]["runId"].as_str().unwrap());
+    let requested = event_attributes(first, "approval requested");
+    assert_eq!(
+        string_attribute(&requested, "gen_ai.tool.call.id").as_deref(),
+        Some("call_c1")
+    );
+    assert!(
+        spans
+            .iter()
+            .all(|s| s.name != "execute_tool cancel_subscription"
+                || s.parent_span_id != first.span_id)
+    );
+
+    let second = run("r2");
+    let decided = event_attributes(second, "approval decided");
+    assert_eq!(
+        string_attribute(&decided, "gen_ai.tool.name").as_deref(),
+        Some("cancel_subscription")
+    );
+    assert_eq!(
+        attribute(&decided, "approved"),
+        Some(&AnyValue::BoolValue(true))
+    );
+    let tool = spans
+        .iter()
+        .find(|s| s.name == "execute_tool cancel_subscription")
+        .expect("the approved call runs in the second run");
+    assert_eq!(tool.parent_span_id, second.span_id);
 }
 
 #[tokio::test]

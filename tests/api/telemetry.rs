@@ -1,8 +1,10 @@
 //! OpenTelemetry traces, end to end: the built binary (the tracer provider is global to a
-//! process, so each test gets its own) exports over OTLP/HTTP to a receiver in the test, which
-//! decodes `ExportTraceServiceRequest` with the official protobuf types. Without an endpoint,
+//! process, so each test gets its own) exports over OTLP/HTTP (and gRPC) to a receiver in the
+//! test, which decodes `ExportTraceServiceRequest` with the official protobuf types. Without an endpoint,
 //! nothing is traced and no trace context goes upstream.
 
+use std::future::Future;
+use std::pin::Pin;
 use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -13,6 +15,9 @@ use axum::http::header;
 use axum::response::IntoResponse;
 use axum::routing::post;
 use axum::Router;
+use opentelemetry_proto::tonic::collector::trace::v1::trace_service_server::{
+    TraceService, TraceServiceServer,
+};
 use opentelemetry_proto::tonic::collector::trace::v1::{
     ExportTraceServiceRequest, ExportTraceServiceResponse,
 };
@@ -467,6 +472,63 @@ async fn an_approval_is_an_event_of_the_run_that_asks_and_of_the_run_that_resume
         .find(|s| s.name == "execute_tool cancel_subscription")
         .expect("the approved call runs in the second run");
     assert_eq!(tool.parent_span_id, second.span_id);
+}
+
+/// The same receiver over gRPC (the `TraceService` of the OTLP protobuf definitions).
+impl TraceService for Receiver {
+    fn export<'a, 'b>(
+        &'a self,
+        request: tonic::Request<ExportTraceServiceRequest>,
+    ) -> Pin<Box<dyn Future<Output = GrpcResult> + Send + 'b>>
+    where
+        'a: 'b,
+    {
+        self.exports.lock().unwrap().push(request.into_inner());
+        Box::pin(async { Ok(tonic::Response::new(ExportTraceServiceResponse::default())) })
+    }
+}
+
+type GrpcResult = Result<tonic::Response<ExportTraceServiceResponse>, tonic::Status>;
+
+#[tokio::test]
+#[cfg_attr(not(feature = "otel"), ignore = "built without the otel feature")]
+async fn spans_are_exported_over_grpc_too() {
+    let receiver = Receiver::default();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let endpoint = format!("http://{}", listener.local_addr().unwrap());
+    let service = TraceServiceServer::new(receiver.clone());
+    tokio::spawn(
+        tonic::transport::Server::builder()
+            .add_service(service)
+            .serve_with_incoming(tonic::transport::server::TcpIncoming::from(listener)),
+    );
+    let fake = FakeLlm::start().await;
+    fake.push(Reply::Sse(chunks::with_usage(
+        chunks::text_reply(&["Hi."]),
+        9,
+        2,
+    )));
+    let env = [
+        ("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint.as_str()),
+        ("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc"),
+    ];
+    let server = Server::start(&fake, &env).await;
+    let events = post_traced_run(&server, "/", &input(vec![user("Hello")])).await;
+    assert_eq!(last(&events)["type"], "RUN_FINISHED");
+    server.stop().await;
+
+    let spans: Vec<Span> = receiver.spans().into_iter().map(|(_, span)| span).collect();
+    let names: Vec<&str> = spans.iter().map(|s| s.name.as_str()).collect();
+    assert!(names.contains(&"invoke_agent assistant"), "{names:?}");
+    let model_call = spans
+        .iter()
+        .find(|s| s.name == "chat gpt-4o-mini")
+        .expect("a model call");
+    assert_eq!(
+        int_attribute(&model_call.attributes, "gen_ai.usage.output_tokens"),
+        Some(2)
+    );
+    assert!(spans.iter().all(|span| hex(&span.trace_id) == TRACE_ID));
 }
 
 #[tokio::test]

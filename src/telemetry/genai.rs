@@ -166,14 +166,10 @@ pub fn tool_span(tool: &str, call_id: &str) -> Span {
 
 /// Records a tool call's outcome: `ok`, or the kind of its failure.
 pub fn record_tool_outcome(span: &Span, failure: Option<&str>) {
-    match failure {
-        None => span.record("agui.tool.outcome", "ok"),
-        Some(kind) => {
-            span.record("agui.tool.outcome", kind);
-            record_error(span, kind);
-            span
-        }
-    };
+    span.record("agui.tool.outcome", failure.unwrap_or("ok"));
+    if let Some(kind) = failure {
+        record_error(span, kind);
+    }
 }
 
 /// A tool call's arguments and result text (only when content is captured).

@@ -5,6 +5,8 @@
 //!
 //! ```sh
 //! cargo run --release --example load                      # 1,000 runs, then 10% disconnecting
+//! cargo run --release --example load -- --telemetry       # with the binary's logging installed
+//! cargo run --release --example load -- --otlp-sink       # ... and traces exported to a sink
 //! cargo run --release --example load -- --runs 200 --chunks 10 --chunk-delay-ms 50
 //! cargo run --release --example load -- --soak-secs 300   # then 5 minutes of rounds: RSS growth?
 //! cargo run --release --example load -- --thread-store redis --redis-url redis://127.0.0.1:6379
@@ -65,6 +67,12 @@ struct Options {
     thread_store: ThreadStoreKind,
     /// `threads.redis_url` for `--thread-store redis`.
     redis_url: Option<String>,
+    /// Install the binary's subscriber (`telemetry::init`, log filter `warn`), as a deployed
+    /// server runs: spans are then real work, not no-ops.
+    telemetry: bool,
+    /// Also export traces over OTLP/HTTP to a sink in this process that discards them; the
+    /// exporter's threads count as the server's CPU.
+    otlp_sink: bool,
 }
 
 impl Options {
@@ -80,6 +88,8 @@ impl Options {
             soak: None,
             thread_store: ThreadStoreKind::Memory,
             redis_url: None,
+            telemetry: false,
+            otlp_sink: false,
         };
         let mut args = std::env::args().skip(1);
         while let Some(flag) = args.next() {
@@ -95,6 +105,14 @@ impl Options {
                 }
                 "--redis-url" => {
                     options.redis_url = Some(args.next().ok_or("--redis-url needs a URL")?);
+                    continue;
+                }
+                "--telemetry" => {
+                    options.telemetry = true;
+                    continue;
+                }
+                "--otlp-sink" => {
+                    (options.telemetry, options.otlp_sink) = (true, true);
                     continue;
                 }
                 _ => {}
@@ -125,7 +143,9 @@ impl Options {
                          --disconnect-percent N (10) --timeout-secs N (120) --server-threads N \
                          (the CPU count) --repeat N (1: times the disconnect phase runs) --soak-secs N \
                          (then repeat the disconnect phase for N s and check RSS growth) \
-                         --thread-store off|memory|redis (memory) --redis-url URL"
+                         --thread-store off|memory|redis (memory) --redis-url URL \
+                         --telemetry (install the binary's logging) --otlp-sink (and export \
+                         traces to a discarding OTLP/HTTP sink)"
                             .into(),
                     )
                 }
@@ -171,6 +191,14 @@ fn run(options: &Options) -> Result<bool, Box<dyn std::error::Error>> {
     let client_rt = runtime("load-client", 1)?;
 
     let upstream = upstream_rt.block_on(start_fake_upstream(options.clone()))?;
+    if options.otlp_sink {
+        let sink = upstream_rt.block_on(start_otlp_sink())?;
+        // Before the exporter reads it, while no other thread reads the environment.
+        std::env::set_var("OTEL_EXPORTER_OTLP_ENDPOINT", format!("http://{sink}"));
+    } else {
+        std::env::remove_var("OTEL_EXPORTER_OTLP_ENDPOINT");
+        std::env::remove_var("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT");
+    }
     let mut settings = Settings::embedded_default()?;
     settings.server.host = "127.0.0.1".into();
     settings.server.port = 0;
@@ -184,6 +212,10 @@ fn run(options: &Options) -> Result<bool, Box<dyn std::error::Error>> {
     if let Some(url) = &options.redis_url {
         settings.threads.redis_url = url.clone();
     }
+    settings.telemetry.log_filter = "warn".into();
+    let telemetry = options
+        .telemetry
+        .then(|| server_rt.block_on(async { agui_host::telemetry::init(&settings.telemetry) }));
     let (address, metrics) = server_rt.block_on(async {
         let app = App::build(settings).await?;
         let address = app.local_addr();
@@ -244,6 +276,9 @@ fn run(options: &Options) -> Result<bool, Box<dyn std::error::Error>> {
         ok &= harness.soak(soak);
     }
     println!("\n{}", if ok { "PASS" } else { "FAIL" });
+    if let Some(telemetry) = telemetry {
+        server_rt.block_on(async { telemetry.shutdown() });
+    }
     drop(client_rt);
     drop(server_rt);
     drop(upstream_rt);
@@ -673,7 +708,10 @@ fn server_cpu_secs() -> f64 {
     let mut ticks = 0u64;
     for task in tasks.flatten() {
         let comm = std::fs::read_to_string(task.path().join("comm")).unwrap_or_default();
-        if comm.trim() != SERVER_THREAD {
+        // The OTLP batch exporter's thread and the blocking HTTP client's runtime thread work
+        // for the server too (`comm` keeps 15 bytes of a thread's name).
+        let comm = comm.trim();
+        if comm != SERVER_THREAD && comm != "OpenTelemetry.T" && comm != "reqwest-interna" {
             continue;
         }
         let stat = std::fs::read_to_string(task.path().join("stat")).unwrap_or_default();
@@ -689,4 +727,21 @@ fn server_cpu_secs() -> f64 {
         }
     }
     ticks as f64 / TICKS_PER_SEC
+}
+
+/// An OTLP/HTTP trace endpoint that accepts every export and discards it.
+async fn start_otlp_sink() -> std::io::Result<std::net::SocketAddr> {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let address = listener.local_addr()?;
+    let router = Router::new().route(
+        "/v1/traces",
+        post(|_body: Bytes| async {
+            Response::builder()
+                .header(header::CONTENT_TYPE, "application/x-protobuf")
+                .body(Body::empty())
+                .expect("a valid response")
+        }),
+    );
+    tokio::spawn(async move { axum::serve(listener, router).await });
+    Ok(address)
 }

@@ -11,7 +11,8 @@
 //!              .run(), or one of the other subcommands of `cli`
 //! app          App::build: the one place things are wired
 //! settings     the typed settings tree (config crate layers + environment)
-//! telemetry    tracing-subscriber setup
+//! telemetry    logs (tracing-subscriber), OpenTelemetry trace export (OTLP, the `otel`
+//!              feature), and the run's spans named after the GenAI conventions
 //! http         routes, request decoding (content type, body read timeout, input limits),
 //!              4xx errors, the SSE response pump, and the operational edge: probes,
 //!              metrics, CORS, auth, run limits, shutdown
@@ -32,10 +33,11 @@
 //!
 //! # Dependency rule
 //! `protocol`, `state` and `text` are leaves (`state`: no tokio, no agent or protocol types), and
-//! any module may use `text` (ids, truncation); `llm` uses only `settings`; `tools` uses
-//! `settings`; `threads` uses `protocol` and `settings`; `agent` uses `protocol`, `llm`, `state`
-//! and `tools`; `http` uses `agent`, `protocol` and `threads`; `app` wires everything. The
-//! binary's `cli` uses the library's public API only.
+//! any module may use `text` (ids, truncation); `telemetry` uses only `settings`, and any module
+//! may use it for spans and trace context; `llm` uses only `settings` (and `telemetry`); `tools`
+//! uses `settings`; `threads` uses `protocol` and `settings`; `agent` uses `protocol`, `llm`,
+//! `state` and `tools`; `http` uses `agent`, `protocol` and `threads`; `app` wires everything.
+//! The binary's `cli` uses the library's public API only.
 //!
 //! # How a run flows
 //! ```text

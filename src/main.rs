@@ -54,7 +54,8 @@ fn settings_error(error: &agui_host::settings::SettingsError) -> ExitCode {
 
 /// Logging, the service, and its run until a signal stops it.
 async fn serve(settings: Settings, unknown_keys: &[UnknownKey]) -> ExitCode {
-    telemetry::init(&settings.telemetry);
+    // Held until the server stops: dropping it sends the spans still buffered.
+    let _telemetry = telemetry::init(&settings.telemetry);
     for unknown in unknown_keys {
         tracing::warn!("{unknown}: no setting reads it (see `agui-host check-config`)");
     }

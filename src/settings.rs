@@ -462,6 +462,8 @@ pub struct TelemetrySettings {
     pub log_filter: String,
     /// JSON log lines (production) instead of human-readable ones (development).
     pub json: bool,
+    /// Exported model-call and tool spans carry the messages, tool arguments and results.
+    pub capture_content: bool,
 }
 
 #[derive(Debug, Clone, Deserialize)]

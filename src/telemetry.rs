@@ -1,24 +1,88 @@
-//! Logging: `tracing-subscriber` with an `EnvFilter` (`RUST_LOG` wins over the settings), JSON
-//! lines in production, human-readable lines in development.
+//! Logs and traces: `tracing-subscriber` with an `EnvFilter` (`RUST_LOG` wins over the
+//! settings), JSON lines in production, human-readable lines in development; and, when an OTLP
+//! endpoint is configured in the environment, OpenTelemetry trace export (`export`) of the spans
+//! that `genai` names.
 //!
 //! JSON lines carry the current span and the list of spans: a run's lines name its agent, thread
 //! id and run id (the `run` span) and the request's method, path and `x-request-id` (the
 //! `request` span of the HTTP layer).
 
+#[cfg(feature = "otel")]
+mod export;
+pub mod genai;
+
 use tracing_subscriber::EnvFilter;
 
 use crate::settings::TelemetrySettings;
 
-/// Installs the global subscriber. A second call (tests) leaves the first one in place.
-pub fn init(settings: &TelemetrySettings) {
-    let filter = EnvFilter::try_from_default_env()
+#[cfg(feature = "otel")]
+pub use export::{continue_trace, inject_trace_context, is_exporting};
+
+/// Keeps trace export running; dropping it (or [`TelemetryGuard::shutdown`]) flushes the spans
+/// not yet sent. Hold it until the server has stopped.
+#[derive(Debug, Default)]
+#[must_use = "dropping the guard stops trace export"]
+pub struct TelemetryGuard {
+    #[cfg(feature = "otel")]
+    exporter: Option<export::Exporter>,
+}
+
+impl TelemetryGuard {
+    /// Sends the spans still buffered and stops the exporter (dropping the guard does the same).
+    pub fn shutdown(mut self) {
+        self.stop();
+    }
+
+    fn stop(&mut self) {
+        #[cfg(feature = "otel")]
+        if let Some(exporter) = self.exporter.take() {
+            exporter.shutdown();
+        }
+    }
+}
+
+impl Drop for TelemetryGuard {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// Installs the global subscriber, with trace export when the environment asks for it (see
+/// `docs/observability.md`). A second call (tests) leaves the first one in place. Call it from
+/// within the tokio runtime: the gRPC exporter needs it.
+pub fn init(settings: &TelemetrySettings) -> TelemetryGuard {
+    genai::set_capture_content(settings.capture_content);
+    #[cfg(feature = "otel")]
+    match export::from_env(|name| std::env::var(name).ok()) {
+        Ok(None) => {}
+        Ok(Some(config)) => return export::init_with_export(settings, config),
+        Err(problem) => {
+            init_logs_only(settings);
+            tracing::error!(%problem, "OpenTelemetry trace export is off");
+            return TelemetryGuard::default();
+        }
+    }
+    init_logs_only(settings);
+    TelemetryGuard::default()
+}
+
+/// The log filter: `RUST_LOG`, else the settings, else `info`.
+fn log_filter(settings: &TelemetrySettings) -> EnvFilter {
+    EnvFilter::try_from_default_env()
         .or_else(|_| EnvFilter::try_new(&settings.log_filter))
-        .unwrap_or_else(|_| EnvFilter::new("info"));
-    // Colours only on a terminal: escape codes would litter a container's log collector.
-    let ansi = std::io::IsTerminal::is_terminal(&std::io::stdout());
+        .unwrap_or_else(|_| EnvFilter::new("info"))
+}
+
+/// Colours only on a terminal: escape codes would litter a container's log collector.
+fn ansi() -> bool {
+    std::io::IsTerminal::is_terminal(&std::io::stdout())
+}
+
+/// Logs alone: the log filter is global, so a span the filter rejects costs nothing at all.
+fn init_logs_only(settings: &TelemetrySettings) {
     let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_ansi(ansi);
+        .with_env_filter(log_filter(settings))
+        .with_ansi(ansi());
     let _already_installed = if settings.json {
         builder
             .json()
@@ -29,3 +93,17 @@ pub fn init(settings: &TelemetrySettings) {
         builder.try_init()
     };
 }
+
+/// Whether spans are being exported: never without the `otel` feature.
+#[cfg(not(feature = "otel"))]
+pub fn is_exporting() -> bool {
+    false
+}
+
+/// Without the `otel` feature an incoming `traceparent` is ignored.
+#[cfg(not(feature = "otel"))]
+pub fn continue_trace(_span: &tracing::Span, _headers: &http::HeaderMap) {}
+
+/// Without the `otel` feature no trace context goes upstream.
+#[cfg(not(feature = "otel"))]
+pub fn inject_trace_context(_headers: &mut http::HeaderMap) {}

@@ -22,10 +22,12 @@ use futures_util::future::BoxFuture;
 use futures_util::stream::{self, BoxStream, FuturesOrdered};
 use futures_util::{FutureExt, StreamExt};
 use serde_json::Value;
+use tracing::Instrument;
 
 use super::approval::ApprovalPolicies;
-use super::history::to_chat_messages;
+use super::history::{insert_tool_result, to_chat_messages};
 use super::state_view::apply_update;
+use super::trace::{self, ModelCallTrace};
 use super::{
     new_id, Agent, AgentError, AgentStream, AgentUpdate, ApprovalRequest, DecisionOutcome,
     RunRequest, ToolDecision,
@@ -37,6 +39,7 @@ use crate::protocol::{
     ToolCallStart, ToolResultContent, ToolRole,
 };
 use crate::settings::{ResultStateKind, ToolNameClash, ToolStateRule, ToolStateSource};
+use crate::telemetry::genai;
 use crate::tools::{self, StateUpdate, ToolContext, ToolError, ToolOutput, ToolRegistry};
 
 /// How a `ChatAgent` behaves, from its `agents.<name>` settings.
@@ -236,6 +239,7 @@ enum Phase {
     Streaming {
         events: BoxStream<'static, Result<LlmEvent, LlmError>>,
         turn: Turn,
+        trace: ModelCallTrace,
     },
     RunningTools {
         running: FuturesOrdered<BoxFuture<'static, ToolCallOutcome>>,
@@ -265,16 +269,21 @@ impl RunState {
                         messages: self.history.clone(),
                         tools: self.tool_specs.clone(),
                     };
+                    let provider = self.llm.provider_id();
+                    let trace = ModelCallTrace::start(provider, &self.thread_id, &request);
                     self.phase = Phase::Streaming {
-                        events: self.llm.stream_chat(request),
+                        events: trace.traced_events(self.llm.stream_chat(request)),
                         turn: Turn::new(),
+                        trace,
                     };
                 }
                 Phase::Streaming {
                     mut events,
                     mut turn,
+                    trace,
                 } => match events.next().await {
                     Some(Ok(event)) => {
+                        trace.on_event(&event);
                         if let LlmEvent::Usage(usage) = &event {
                             self.queue.push_back(AgentUpdate::Usage(TokenUsage {
                                 provider: Some(self.llm.provider_id().to_owned()),
@@ -291,10 +300,20 @@ impl RunState {
                         } else {
                             turn.apply(event, &mut self.queue);
                         }
-                        self.phase = Phase::Streaming { events, turn };
+                        self.phase = Phase::Streaming {
+                            events,
+                            turn,
+                            trace,
+                        };
                     }
-                    Some(Err(error)) => return Some((Err(error.into()), self)),
+                    Some(Err(error)) => {
+                        let error = AgentError::from(error);
+                        trace.on_error(error.code());
+                        return Some((Err(error), self));
+                    }
                     None => {
+                        let calls = turn.calls.iter();
+                        trace.on_answer(&turn.text, calls.map(TurnCall::traced));
                         if let Err(error) = self.end_turn(turn) {
                             return Some((Err(error), self));
                         }
@@ -321,6 +340,8 @@ impl RunState {
     fn start_with_decisions(&mut self, decisions: Vec<ToolDecision>) {
         let mut running = FuturesOrdered::new();
         for decision in decisions {
+            let approved = matches!(decision.outcome, DecisionOutcome::Approved { .. });
+            genai::approval_decided(&decision.tool_name, &decision.tool_call_id, approved);
             match decision.outcome {
                 DecisionOutcome::Approved { arguments } => {
                     running.push_back(self.run_server_tool(ChatToolCall {
@@ -376,6 +397,7 @@ impl RunState {
                     .requires_approval(&call.name, &arguments)
                 {
                     waits_for_client = true;
+                    genai::approval_requested(&call.name, &call.id);
                     self.queue
                         .push_back(AgentUpdate::ApprovalRequest(ApprovalRequest {
                             tool_call_id: call.id,
@@ -410,6 +432,8 @@ impl RunState {
             tool_call_id: call.id.clone(),
             state: Some(self.state.clone()),
         };
+        let span = trace::tool_span(&call);
+        let traced = span.clone();
         async move {
             let output = async {
                 let registered = registered.ok_or_else(|| ToolError::Unknown(call.name.clone()))?;
@@ -424,8 +448,10 @@ impl RunState {
                 }
             }
             .await;
+            trace::record_tool_call(&traced, &call, &output);
             ToolCallOutcome { call, output }
         }
+        .instrument(span)
         .boxed()
     }
 
@@ -550,32 +576,6 @@ impl RunState {
     }
 }
 
-/// Places a tool result after the assistant turn holding the call and any results already
-/// there, so a result for a call of an earlier run lands where the provider expects it.
-fn insert_tool_result(history: &mut Vec<ChatMessage>, tool_call_id: String, content: String) {
-    let owner = history.iter().rposition(|message| {
-        matches!(message, ChatMessage::Assistant { tool_calls, .. }
-            if tool_calls.iter().any(|call| call.id == tool_call_id))
-    });
-    let position = match owner {
-        Some(owner) => {
-            let mut position = owner + 1;
-            while matches!(history.get(position), Some(ChatMessage::Tool { .. })) {
-                position += 1;
-            }
-            position
-        }
-        None => history.len(),
-    };
-    history.insert(
-        position,
-        ChatMessage::Tool {
-            tool_call_id,
-            content,
-        },
-    );
-}
-
 /// A server tool call and what it produced.
 struct ToolCallOutcome {
     call: ChatToolCall,
@@ -610,6 +610,13 @@ struct TurnCall {
     arguments: String,
     /// `TOOL_CALL_START` sent (needs the name; fragments before it wait in `arguments`).
     started: bool,
+}
+
+impl TurnCall {
+    /// Id, name and arguments, for the model call's span.
+    fn traced(&self) -> (&str, Option<&str>, &str) {
+        (&self.id, self.name.as_deref(), &self.arguments)
+    }
 }
 
 impl Turn {

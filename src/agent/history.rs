@@ -203,6 +203,36 @@ fn placeholder(kind: &str, source: &PartSource) -> UserPart {
     })
 }
 
+/// Places a tool result after the assistant turn holding the call and any results already
+/// there, so a result for a call of an earlier run lands where the provider expects it.
+pub(super) fn insert_tool_result(
+    history: &mut Vec<ChatMessage>,
+    tool_call_id: String,
+    content: String,
+) {
+    let owner = history.iter().rposition(|message| {
+        matches!(message, ChatMessage::Assistant { tool_calls, .. }
+            if tool_calls.iter().any(|call| call.id == tool_call_id))
+    });
+    let position = match owner {
+        Some(owner) => {
+            let mut position = owner + 1;
+            while matches!(history.get(position), Some(ChatMessage::Tool { .. })) {
+                position += 1;
+            }
+            position
+        }
+        None => history.len(),
+    };
+    history.insert(
+        position,
+        ChatMessage::Tool {
+            tool_call_id,
+            content,
+        },
+    );
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -31,6 +31,7 @@ mod mapper;
 pub mod middleware;
 pub mod pipeline;
 mod state_view;
+mod trace;
 
 use futures_util::stream::BoxStream;
 use serde_json::Value;

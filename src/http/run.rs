@@ -27,6 +27,7 @@ use super::threads::{self, Prepared, ThreadRun};
 use super::{ApiError, AppState};
 use crate::agent::{AgentStream, AgentUpdate, RunRequest};
 use crate::protocol::{EventBody, RunEncoder, KEEP_ALIVE_FRAME};
+use crate::telemetry::{self, genai};
 
 /// Most bytes gathered into one body chunk when several updates are ready at once: batching
 /// saves a write per event under load without holding back a slow stream.
@@ -40,7 +41,7 @@ pub(super) async fn run_default_agent(
 ) -> Result<Response, ApiError> {
     let agent = state.default_agent.clone();
     let scope = thread_scope(&state, &headers, principal);
-    run_agent(state, &agent, scope, body).await
+    run_agent(state, &agent, &headers, scope, body).await
 }
 
 pub(super) async fn run_named_agent(
@@ -51,7 +52,7 @@ pub(super) async fn run_named_agent(
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
     let scope = thread_scope(&state, &headers, principal);
-    run_agent(state, &agent, scope, body).await
+    run_agent(state, &agent, &headers, scope, body).await
 }
 
 fn thread_scope(
@@ -66,6 +67,7 @@ fn thread_scope(
 async fn run_agent(
     state: AppState,
     agent_name: &str,
+    headers: &HeaderMap,
     scope: Option<String>,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
@@ -86,21 +88,22 @@ async fn run_agent(
     let permit = state.limits.try_acquire()?;
     let mut request = RunRequest::from(input);
     let prepared = threads::prepare(&state, agent_name, scope, &mut request).await?;
-    let span = tracing::info_span!(
-        "run",
-        agent = %agent_name,
-        thread_id = %request.thread_id,
-        run_id = %request.run_id,
-    );
+    let span = genai::run_span(agent_name, &request.thread_id, &request.run_id);
+    // Before the span is first entered: a started span keeps the trace it began in.
+    telemetry::continue_trace(&span, headers);
     let encoder = RunEncoder::new(
         request.version,
         request.thread_id.clone(),
         request.run_id.clone(),
     );
+    let run = |request| {
+        span.in_scope(|| agent.run(request))
+            .inspect_err(|refused| genai::record_run_outcome(&span, refused.code(), true))
+    };
     let (updates, thread) = match prepared {
-        Prepared::Stateless => (span.in_scope(|| agent.run(request))?, None),
+        Prepared::Stateless => (run(request)?, None),
         Prepared::Hydrate(updates) => (updates, None),
-        Prepared::Run(thread) => (span.in_scope(|| agent.run(request))?, Some(thread)),
+        Prepared::Run(thread) => (run(request)?, Some(thread)),
     };
     let pump = Pump {
         lease_lost: thread.as_ref().map(|thread| thread.lost()),
@@ -113,6 +116,7 @@ async fn run_agent(
         guard: Some(state.metrics.run_started(agent_name, permit)),
         started_at: Instant::now(),
         bytes_sent: 0,
+        span: span.clone(),
     };
     let body = Body::from_stream(event_stream(pump, span));
     let mut response = Response::new(body);
@@ -145,6 +149,8 @@ struct Pump {
     thread: Option<Box<ThreadRun>>,
     /// Cancelled when a newer run took the thread (or its lease could not be renewed).
     lease_lost: Option<CancellationToken>,
+    /// The run's span, open as long as the response body: the outcome is recorded on it.
+    span: tracing::Span,
 }
 
 /// What polling the agent stream gave: an update, its end, or a panic.
@@ -275,6 +281,7 @@ impl Pump {
                     if let Some(guard) = &mut self.guard {
                         guard.succeeded();
                     }
+                    genai::record_run_outcome(&self.span, "finished", false);
                     self.end("finished");
                 }
             }
@@ -335,6 +342,7 @@ impl Pump {
         if let Some(guard) = &mut self.guard {
             guard.failed(code);
         }
+        genai::record_run_outcome(&self.span, code, true);
         self.end(code);
     }
 
@@ -384,6 +392,7 @@ impl Drop for Pump {
         if self.updates.is_some() {
             // The client went away mid-run (disconnect or Stop): dropping the agent stream here
             // closes the upstream request; nothing keeps running.
+            genai::record_run_outcome(&self.span, "cancelled", false);
             tracing::info!(
                 elapsed_ms =
                     u64::try_from(self.started_at.elapsed().as_millis()).unwrap_or(u64::MAX),

@@ -384,11 +384,15 @@ impl HttpBackend {
     }
 
     async fn send_once(&self, body: Bytes) -> Result<reqwest::Response, Failure> {
+        // The model call's span is current here: the upstream joins the run's trace.
+        let mut trace_context = reqwest::header::HeaderMap::new();
+        crate::telemetry::inject_trace_context(&mut trace_context);
         let request = self
             .client
             .post(self.url.clone())
             .header(CONTENT_TYPE, "application/json")
             .header(ACCEPT, "text/event-stream")
+            .headers(trace_context)
             // Last, so extra headers may override the two above.
             .headers(self.headers.clone())
             .body(body);

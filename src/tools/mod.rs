@@ -139,6 +139,19 @@ pub enum ToolError {
     Unknown(String),
 }
 
+impl ToolError {
+    /// A stable name for the kind of failure (for traces and metrics; the message has details).
+    pub fn kind(&self) -> &'static str {
+        match self {
+            ToolError::InvalidArguments(_) => "invalid_arguments",
+            ToolError::Failed(_) => "tool_error",
+            ToolError::Timeout(_) => "timeout",
+            ToolError::Panicked => "panicked",
+            ToolError::Unknown(_) => "unknown_tool",
+        }
+    }
+}
+
 /// What the model is told about a tool.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ToolDefinition {

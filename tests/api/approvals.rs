@@ -208,7 +208,7 @@ fn cancelled(interrupt_id: &str) -> Value {
 /// reference reducer files it: text and tool calls under their assistant message (the text's
 /// message id, the calls' `parentMessageId`), a tool message per `TOOL_CALL_RESULT`. Interrupt
 /// answers are *not* added: that is the client's choice, made by each test.
-fn client_history(before: &[Value], events: &[Value]) -> Vec<Value> {
+pub(crate) fn client_history(before: &[Value], events: &[Value]) -> Vec<Value> {
     fn assistant_at(messages: &mut Vec<Value>, id: &str) -> usize {
         if let Some(at) = messages.iter().position(|m| m["id"] == id) {
             return at;

@@ -35,6 +35,7 @@ mod request_boundary;
 mod server_tools;
 mod shared_state;
 mod shutdown;
+mod telemetry;
 mod threads;
 mod upstream_errors;
 mod upstream_network;

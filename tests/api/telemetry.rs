@@ -1,0 +1,552 @@
+//! OpenTelemetry traces, end to end: the built binary (the tracer provider is global to a
+//! process, so each test gets its own) exports over OTLP/HTTP (and gRPC) to a receiver in the
+//! test, which decodes `ExportTraceServiceRequest` with the official protobuf types. Without an endpoint,
+//! nothing is traced and no trace context goes upstream.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::process::Stdio;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::http::header;
+use axum::response::IntoResponse;
+use axum::routing::post;
+use axum::Router;
+use opentelemetry_proto::tonic::collector::trace::v1::trace_service_server::{
+    TraceService, TraceServiceServer,
+};
+use opentelemetry_proto::tonic::collector::trace::v1::{
+    ExportTraceServiceRequest, ExportTraceServiceResponse,
+};
+use opentelemetry_proto::tonic::common::v1::any_value::Value as AnyValue;
+use opentelemetry_proto::tonic::common::v1::KeyValue;
+use opentelemetry_proto::tonic::trace::v1::span::SpanKind;
+use opentelemetry_proto::tonic::trace::v1::Span;
+use prost::Message;
+use serde_json::{json, Value};
+use tokio::io::{AsyncBufReadExt, BufReader};
+
+use crate::approvals::{client_history, interrupt_id, resolved, resume_input};
+use crate::fake_llm::{chunks, FakeLlm, Reply};
+use crate::helpers::*;
+
+/// The caller's trace: a W3C `traceparent` (version 00, sampled).
+const TRACE_ID: &str = "4bf92f3577b34da6a3ce929d0e0e4736";
+const CALLER_SPAN_ID: &str = "00f067aa0ba902b7";
+
+/// An OTLP/HTTP trace receiver on a random port: what the exporter sent, decoded.
+#[derive(Clone, Default)]
+struct Receiver {
+    exports: Arc<Mutex<Vec<ExportTraceServiceRequest>>>,
+}
+
+impl Receiver {
+    async fn start(&self) -> String {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let address = listener.local_addr().unwrap();
+        let router = Router::new()
+            .route("/v1/traces", post(receive))
+            .with_state(self.clone());
+        tokio::spawn(async move { axum::serve(listener, router).await });
+        format!("http://{address}")
+    }
+
+    /// Every span received, with the `service.name` of its resource.
+    fn spans(&self) -> Vec<(String, Span)> {
+        let exports = self.exports.lock().unwrap();
+        let mut spans = Vec::new();
+        for export in exports.iter() {
+            for resource_spans in &export.resource_spans {
+                let service = resource_spans
+                    .resource
+                    .as_ref()
+                    .and_then(|r| string_attribute(&r.attributes, "service.name"))
+                    .unwrap_or_default();
+                for scope in &resource_spans.scope_spans {
+                    for span in &scope.spans {
+                        spans.push((service.clone(), span.clone()));
+                    }
+                }
+            }
+        }
+        spans
+    }
+}
+
+async fn receive(State(receiver): State<Receiver>, body: Bytes) -> impl IntoResponse {
+    let export = ExportTraceServiceRequest::decode(body).expect("an OTLP protobuf export");
+    receiver.exports.lock().unwrap().push(export);
+    (
+        [(header::CONTENT_TYPE, "application/x-protobuf")],
+        ExportTraceServiceResponse::default().encode_to_vec(),
+    )
+}
+
+fn attribute<'a>(attributes: &'a [KeyValue], key: &str) -> Option<&'a AnyValue> {
+    attributes
+        .iter()
+        .find(|kv| kv.key == key)
+        .and_then(|kv| kv.value.as_ref())
+        .and_then(|v| v.value.as_ref())
+}
+
+fn string_attribute(attributes: &[KeyValue], key: &str) -> Option<String> {
+    match attribute(attributes, key)? {
+        AnyValue::StringValue(value) => Some(value.clone()),
+        other => panic!("{key} is not a string: {other:?}"),
+    }
+}
+
+fn int_attribute(attributes: &[KeyValue], key: &str) -> Option<i64> {
+    match attribute(attributes, key)? {
+        AnyValue::IntValue(value) => Some(*value),
+        other => panic!("{key} is not an integer: {other:?}"),
+    }
+}
+
+fn string_array_attribute(attributes: &[KeyValue], key: &str) -> Vec<String> {
+    match attribute(attributes, key) {
+        Some(AnyValue::ArrayValue(array)) => array
+            .values
+            .iter()
+            .map(|v| match &v.value {
+                Some(AnyValue::StringValue(s)) => s.clone(),
+                other => panic!("{key} holds a non-string: {other:?}"),
+            })
+            .collect(),
+        other => panic!("{key} is not an array: {other:?}"),
+    }
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// The `agui-host` binary, configured only through its environment, on a random port.
+struct Server {
+    child: tokio::process::Child,
+    address: String,
+}
+
+impl Server {
+    async fn start(fake: &FakeLlm, extra_env: &[(&str, &str)]) -> Server {
+        let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_agui-host"));
+        command
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .env_clear()
+            .env("HOST", "127.0.0.1")
+            .env("PORT", "0")
+            .env("OPENAI_BASE_URL", fake.base_url())
+            .env("OPENAI_API_KEY", API_KEY)
+            .env("APP_LLM__MAX_RETRIES", "0")
+            .env("APP_TELEMETRY__JSON", "true")
+            .env("APP_TELEMETRY__LOG_FILTER", "info")
+            .envs(extra_env.iter().copied())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .kill_on_drop(true);
+        let mut child = command.spawn().expect("the binary starts");
+        let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+        let address = tokio::time::timeout(Duration::from_secs(30), async {
+            while let Some(line) = lines.next_line().await.unwrap() {
+                let Ok(log) = serde_json::from_str::<Value>(&line) else {
+                    continue;
+                };
+                if log["message"] == "agui-host listening" {
+                    return log["address"].as_str().unwrap().to_owned();
+                }
+            }
+            panic!("the binary exited before listening");
+        })
+        .await
+        .expect("the binary listens within 30 s");
+        // Keep reading, so a full pipe never blocks the server's logging.
+        tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+        Server {
+            child,
+            address: format!("http://{address}"),
+        }
+    }
+
+    /// SIGTERM, as an orchestrator stops it; the server must flush its spans before exiting.
+    async fn stop(mut self) {
+        let pid = self.child.id().expect("still running").to_string();
+        let status = std::process::Command::new("kill")
+            .args(["-TERM", &pid])
+            .status()
+            .unwrap();
+        assert!(status.success());
+        let exit = tokio::time::timeout(Duration::from_secs(20), self.child.wait())
+            .await
+            .expect("the server exits within 20 s of SIGTERM")
+            .unwrap();
+        assert!(exit.success(), "{exit:?}");
+    }
+}
+
+async fn post_traced_run(server: &Server, path: &str, body: &Value) -> Vec<Value> {
+    let response = reqwest::Client::new()
+        .post(format!("{}{path}", server.address))
+        .header("traceparent", format!("00-{TRACE_ID}-{CALLER_SPAN_ID}-01"))
+        .json(body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    parse_sse(&response.text().await.unwrap())
+}
+
+#[tokio::test]
+#[cfg_attr(not(feature = "otel"), ignore = "built without the otel feature")]
+async fn a_run_with_a_tool_call_exports_one_trace_continuing_the_callers() {
+    let receiver = Receiver::default();
+    let endpoint = receiver.start().await;
+    let fake = FakeLlm::start().await;
+    let call = ("call_w1", "get_weather", r#"{"location":"Paris"}"#);
+    fake.push(Reply::Sse(chunks::with_usage(
+        chunks::tool_calls(&[call], false),
+        31,
+        12,
+    )));
+    fake.push(Reply::Sse(chunks::with_usage(
+        chunks::text_reply(&["Sunny in ", "Paris."]),
+        58,
+        6,
+    )));
+    let server = Server::start(
+        &fake,
+        &[
+            ("OTEL_EXPORTER_OTLP_ENDPOINT", &endpoint),
+            ("OTEL_SERVICE_NAME", "agents-under-test"),
+        ],
+    )
+    .await;
+    let mut body = input(vec![user("Weather in Paris?")]);
+    body["threadId"] = "thread-otel".into();
+    body["runId"] = "run-otel".into();
+    let events = post_traced_run(&server, "/backend_tool_rendering", &body).await;
+    assert_eq!(last(&events)["type"], "RUN_FINISHED");
+    server.stop().await;
+
+    let spans = receiver.spans();
+    assert!(spans
+        .iter()
+        .all(|(service, _)| service == "agents-under-test"));
+    let spans: Vec<Span> = spans.into_iter().map(|(_, span)| span).collect();
+    assert!(
+        spans.iter().all(|span| hex(&span.trace_id) == TRACE_ID),
+        "every span continues the caller's trace"
+    );
+
+    let named = |name: &str| -> Vec<&Span> { spans.iter().filter(|s| s.name == name).collect() };
+    let runs = named("invoke_agent backend_tool_rendering");
+    assert_eq!(
+        runs.len(),
+        1,
+        "{:?}",
+        spans.iter().map(|s| &s.name).collect::<Vec<_>>()
+    );
+    let run = runs[0];
+    assert_eq!(hex(&run.parent_span_id), CALLER_SPAN_ID);
+    assert_eq!(run.kind, SpanKind::Server as i32);
+    let run_attr = |key| string_attribute(&run.attributes, key);
+    assert_eq!(
+        run_attr("gen_ai.operation.name").as_deref(),
+        Some("invoke_agent")
+    );
+    assert_eq!(
+        run_attr("gen_ai.agent.name").as_deref(),
+        Some("backend_tool_rendering")
+    );
+    assert_eq!(
+        run_attr("gen_ai.conversation.id").as_deref(),
+        Some("thread-otel")
+    );
+    assert_eq!(run_attr("agui.run.id").as_deref(), Some("run-otel"));
+    assert_eq!(run_attr("agui.run.outcome").as_deref(), Some("finished"));
+
+    let model_calls = named("chat gpt-4o-mini");
+    assert_eq!(model_calls.len(), 2);
+    let mut model_calls = model_calls.clone();
+    model_calls.sort_by_key(|s| s.start_time_unix_nano);
+    let expected = [(31, 12, "tool_call"), (58, 6, "stop")];
+    for (span, (input_tokens, output_tokens, finish)) in model_calls.iter().zip(expected) {
+        assert_eq!(span.parent_span_id, run.span_id);
+        assert_eq!(span.kind, SpanKind::Client as i32);
+        let attrs = &span.attributes;
+        assert_eq!(
+            string_attribute(attrs, "gen_ai.operation.name").as_deref(),
+            Some("chat")
+        );
+        assert_eq!(
+            string_attribute(attrs, "gen_ai.provider.name").as_deref(),
+            Some("openai")
+        );
+        assert_eq!(
+            string_attribute(attrs, "gen_ai.request.model").as_deref(),
+            Some("gpt-4o-mini")
+        );
+        assert_eq!(
+            int_attribute(attrs, "gen_ai.usage.input_tokens"),
+            Some(input_tokens)
+        );
+        assert_eq!(
+            int_attribute(attrs, "gen_ai.usage.output_tokens"),
+            Some(output_tokens)
+        );
+        assert_eq!(
+            string_array_attribute(attrs, "gen_ai.response.finish_reasons"),
+            [finish]
+        );
+        // No content unless telemetry.capture_content is on.
+        assert!(attribute(attrs, "gen_ai.input.messages").is_none());
+        assert!(attribute(attrs, "gen_ai.output.messages").is_none());
+    }
+
+    let tools = named("execute_tool get_weather");
+    assert_eq!(tools.len(), 1);
+    let tool = tools[0];
+    assert_eq!(tool.parent_span_id, run.span_id);
+    assert_eq!(
+        string_attribute(&tool.attributes, "gen_ai.tool.call.id").as_deref(),
+        Some("call_w1")
+    );
+    assert_eq!(
+        string_attribute(&tool.attributes, "agui.tool.outcome").as_deref(),
+        Some("ok")
+    );
+    assert!(attribute(&tool.attributes, "gen_ai.tool.call.arguments").is_none());
+    // The tool ran between the two model calls.
+    assert!(tool.start_time_unix_nano >= model_calls[0].end_time_unix_nano);
+    assert!(tool.end_time_unix_nano <= model_calls[1].start_time_unix_nano);
+    // The run span covers the whole stream.
+    assert!(run.end_time_unix_nano >= model_calls[1].end_time_unix_nano);
+
+    // Each upstream request names its model call's span as the parent.
+    let upstream = fake.requests();
+    assert_eq!(upstream.len(), 2);
+    for (request, span) in upstream.iter().zip(&model_calls) {
+        let traceparent = request
+            .header("traceparent")
+            .expect("a traceparent upstream");
+        assert_eq!(
+            traceparent,
+            format!("00-{TRACE_ID}-{}-01", hex(&span.span_id))
+        );
+    }
+}
+
+#[tokio::test]
+#[cfg_attr(not(feature = "otel"), ignore = "built without the otel feature")]
+async fn captured_content_and_tool_failures_are_on_the_spans() {
+    let receiver = Receiver::default();
+    let endpoint = receiver.start().await;
+    let fake = FakeLlm::start().await;
+    // The demo human_in_the_loop agent has no server tool: the model calls one that does not
+    // exist, which fails as a tool call and the model answers.
+    fake.push_call_then_text(("call_x", "no_such_tool", "{}"), "Sorry.");
+    let server = Server::start(
+        &fake,
+        &[
+            (
+                "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+                &format!("{endpoint}/v1/traces"),
+            ),
+            ("OTEL_EXPORTER_OTLP_PROTOCOL", "http/protobuf"),
+            ("APP_TELEMETRY__CAPTURE_CONTENT", "true"),
+        ],
+    )
+    .await;
+    let events = post_traced_run(&server, "/", &input(vec![user("Do the thing")])).await;
+    assert_eq!(last(&events)["type"], "RUN_FINISHED");
+    server.stop().await;
+
+    let spans: Vec<Span> = receiver
+        .spans()
+        .into_iter()
+        .map(|(service, span)| {
+            assert_eq!(service, "agui-host", "the default service name");
+            span
+        })
+        .collect();
+    let tool = spans
+        .iter()
+        .find(|s| s.name == "execute_tool no_such_tool")
+        .expect("a tool span");
+    assert_eq!(
+        string_attribute(&tool.attributes, "error.type").as_deref(),
+        Some("unknown_tool")
+    );
+    let status = tool.status.as_ref().expect("a status");
+    assert_eq!(status.code, 2, "STATUS_CODE_ERROR");
+    let first_call = spans
+        .iter()
+        .filter(|s| s.name.starts_with("chat "))
+        .min_by_key(|s| s.start_time_unix_nano)
+        .unwrap();
+    let input: Value = serde_json::from_str(
+        &string_attribute(&first_call.attributes, "gen_ai.input.messages").expect("input"),
+    )
+    .unwrap();
+    assert_eq!(
+        input.as_array().unwrap().last().unwrap()["parts"][0]["content"],
+        "Do the thing"
+    );
+    let output: Value = serde_json::from_str(
+        &string_attribute(&first_call.attributes, "gen_ai.output.messages").expect("output"),
+    )
+    .unwrap();
+    assert_eq!(output[0]["parts"][0]["type"], "tool_call");
+    assert_eq!(output[0]["parts"][0]["name"], "no_such_tool");
+}
+
+#[tokio::test]
+#[cfg_attr(not(feature = "otel"), ignore = "built without the otel feature")]
+async fn an_approval_is_an_event_of_the_run_that_asks_and_of_the_run_that_resumes() {
+    let receiver = Receiver::default();
+    let endpoint = receiver.start().await;
+    let fake = FakeLlm::start().await;
+    let call = (
+        "call_c1",
+        "cancel_subscription",
+        r#"{"subscription":"gym"}"#,
+    );
+    fake.push(Reply::Sse(chunks::tool_calls(&[call], false)));
+    fake.push(Reply::Sse(chunks::text_reply(&["Cancelled."])));
+    let env = [
+        ("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint.as_str()),
+        ("APP_CONFIG_FILE", "config/examples/banking.toml"),
+    ];
+    let mut server = Server::start(&fake, &env).await;
+    server.address.push_str("/banking");
+    let before = vec![user("Cancel my gym subscription")];
+    let asked = post_traced_run(&server, "", &input(before.clone())).await;
+    let history = client_history(&before, &asked);
+    let approval = resolved(&interrupt_id(&asked, "call_c1"), json!({"approved": true}));
+    let resumed = post_traced_run(&server, "", &resume_input(history, json!([approval]))).await;
+    assert_eq!(last(&resumed)["type"], "RUN_FINISHED");
+    server.stop().await;
+
+    let spans: Vec<Span> = receiver.spans().into_iter().map(|(_, span)| span).collect();
+    let run = |run_id: &str| {
+        spans
+            .iter()
+            .find(|s| string_attribute(&s.attributes, "agui.run.id").as_deref() == Some(run_id))
+            .unwrap_or_else(|| panic!("a span for run {run_id}"))
+    };
+    let event_attributes = |span: &Span, name: &str| -> Vec<KeyValue> {
+        let event = span.events.iter().find(|e| e.name == name);
+        event
+            .unwrap_or_else(|| panic!("`{name}` on {}", span.name))
+            .attributes
+            .clone()
+    };
+    let first = run(asked[0]["runId"].as_str().unwrap());
+    let requested = event_attributes(first, "approval requested");
+    assert_eq!(
+        string_attribute(&requested, "gen_ai.tool.call.id").as_deref(),
+        Some("call_c1")
+    );
+    assert!(
+        spans
+            .iter()
+            .all(|s| s.name != "execute_tool cancel_subscription"
+                || s.parent_span_id != first.span_id)
+    );
+
+    let second = run("r2");
+    let decided = event_attributes(second, "approval decided");
+    assert_eq!(
+        string_attribute(&decided, "gen_ai.tool.name").as_deref(),
+        Some("cancel_subscription")
+    );
+    assert_eq!(
+        attribute(&decided, "approved"),
+        Some(&AnyValue::BoolValue(true))
+    );
+    let tool = spans
+        .iter()
+        .find(|s| s.name == "execute_tool cancel_subscription")
+        .expect("the approved call runs in the second run");
+    assert_eq!(tool.parent_span_id, second.span_id);
+}
+
+/// The same receiver over gRPC (the `TraceService` of the OTLP protobuf definitions).
+impl TraceService for Receiver {
+    fn export<'a, 'b>(
+        &'a self,
+        request: tonic::Request<ExportTraceServiceRequest>,
+    ) -> Pin<Box<dyn Future<Output = GrpcResult> + Send + 'b>>
+    where
+        'a: 'b,
+    {
+        self.exports.lock().unwrap().push(request.into_inner());
+        Box::pin(async { Ok(tonic::Response::new(ExportTraceServiceResponse::default())) })
+    }
+}
+
+type GrpcResult = Result<tonic::Response<ExportTraceServiceResponse>, tonic::Status>;
+
+#[tokio::test]
+#[cfg_attr(not(feature = "otel"), ignore = "built without the otel feature")]
+async fn spans_are_exported_over_grpc_too() {
+    let receiver = Receiver::default();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let endpoint = format!("http://{}", listener.local_addr().unwrap());
+    let service = TraceServiceServer::new(receiver.clone());
+    tokio::spawn(
+        tonic::transport::Server::builder()
+            .add_service(service)
+            .serve_with_incoming(tonic::transport::server::TcpIncoming::from(listener)),
+    );
+    let fake = FakeLlm::start().await;
+    fake.push(Reply::Sse(chunks::with_usage(
+        chunks::text_reply(&["Hi."]),
+        9,
+        2,
+    )));
+    let env = [
+        ("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint.as_str()),
+        ("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc"),
+    ];
+    let server = Server::start(&fake, &env).await;
+    let events = post_traced_run(&server, "/", &input(vec![user("Hello")])).await;
+    assert_eq!(last(&events)["type"], "RUN_FINISHED");
+    server.stop().await;
+
+    let spans: Vec<Span> = receiver.spans().into_iter().map(|(_, span)| span).collect();
+    let names: Vec<&str> = spans.iter().map(|s| s.name.as_str()).collect();
+    assert!(names.contains(&"invoke_agent assistant"), "{names:?}");
+    let model_call = spans
+        .iter()
+        .find(|s| s.name == "chat gpt-4o-mini")
+        .expect("a model call");
+    assert_eq!(
+        int_attribute(&model_call.attributes, "gen_ai.usage.output_tokens"),
+        Some(2)
+    );
+    assert!(spans.iter().all(|span| hex(&span.trace_id) == TRACE_ID));
+}
+
+#[tokio::test]
+async fn without_an_otlp_endpoint_no_trace_context_goes_upstream() {
+    // This process installs no exporter: the in-process app is the untraced server.
+    let app = spawn_app(|_| {}).await;
+    app.fake.push(Reply::Sse(chunks::text_reply(&["Hi."])));
+    let response = app
+        .client
+        .post(format!("{}/", app.address))
+        .header("traceparent", format!("00-{TRACE_ID}-{CALLER_SPAN_ID}-01"))
+        .json(&input(vec![user("Hello")]))
+        .send()
+        .await
+        .unwrap();
+    let events = parse_sse(&response.text().await.unwrap());
+    assert_eq!(last(&events)["type"], "RUN_FINISHED");
+    let upstream = app.fake.requests();
+    assert_eq!(upstream.len(), 1);
+    assert_eq!(upstream[0].header("traceparent"), None);
+}

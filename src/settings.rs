@@ -895,7 +895,7 @@ impl Settings {
         for (key, value) in overrides {
             builder = builder.set_override(*key, value.as_str())?;
         }
-        let (mut settings, unknown) = keys::deserialize(builder.build()?)?;
+        let (mut settings, unknown) = keys::deserialize(&builder.build()?)?;
         settings.add_demo_agents()?;
         settings.validate()?;
         Ok((settings, unknown))

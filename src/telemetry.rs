@@ -55,7 +55,7 @@ pub fn init(settings: &TelemetrySettings) -> TelemetryGuard {
     #[cfg(feature = "otel")]
     match export::from_env(|name| std::env::var(name).ok()) {
         Ok(None) => {}
-        Ok(Some(config)) => return export::init_with_export(settings, config),
+        Ok(Some(config)) => return export::init_with_export(settings, &config),
         Err(problem) => {
             init_logs_only(settings);
             tracing::error!(%problem, "OpenTelemetry trace export is off");

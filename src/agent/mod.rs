@@ -179,11 +179,10 @@ impl AgentError {
     /// The stable machine-readable code (`RUN_ERROR.code`, or `error.code` of a 4xx body).
     pub fn code(&self) -> &'static str {
         match self {
-            AgentError::InvalidInput { code, .. } => code,
+            AgentError::InvalidInput { code, .. } | AgentError::Resume { code, .. } => code,
             AgentError::Llm(error) => error.code(),
             AgentError::MalformedModelOutput(_) => "upstream_malformed",
             AgentError::MaxIterations(_) => "max_iterations",
-            AgentError::Resume { code, .. } => code,
             AgentError::Internal(_) => "internal_error",
         }
     }
@@ -191,7 +190,9 @@ impl AgentError {
     /// A message fit for the end user: no upstream bodies, no secrets.
     pub fn public_message(&self) -> String {
         match self {
-            AgentError::InvalidInput { message, .. } => message.clone(),
+            AgentError::InvalidInput { message, .. } | AgentError::Resume { message, .. } => {
+                message.clone()
+            }
             AgentError::Llm(error) => error.public_message(),
             AgentError::MaxIterations(n) => format!(
                 "The agent stopped after {n} model calls without finishing (max_iterations)."
@@ -199,7 +200,6 @@ impl AgentError {
             AgentError::MalformedModelOutput(_) => {
                 "The model sent a reply that could not be understood.".to_owned()
             }
-            AgentError::Resume { message, .. } => message.clone(),
             AgentError::Internal(_) => "An internal error ended the run.".to_owned(),
         }
     }

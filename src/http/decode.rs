@@ -40,7 +40,7 @@ pub use media::check_media;
 mod tests;
 
 /// The refusal of a body that could not even be read (too large, or a broken transfer).
-pub(super) fn body_rejection(rejection: BytesRejection) -> ApiError {
+pub(super) fn body_rejection(rejection: &BytesRejection) -> ApiError {
     let status = rejection.status();
     if status == StatusCode::PAYLOAD_TOO_LARGE {
         ApiError::new(
@@ -74,7 +74,7 @@ pub(super) async fn read_body_in_time(
     let reading = Bytes::from_request(Request::from_parts(parts.clone(), body), &());
     let bytes = match tokio::time::timeout(timeout, reading).await {
         Ok(Ok(bytes)) => bytes,
-        Ok(Err(rejection)) => return body_rejection(rejection).into_response(),
+        Ok(Err(rejection)) => return body_rejection(&rejection).into_response(),
         Err(_elapsed) => {
             return ApiError::new(
                 StatusCode::REQUEST_TIMEOUT,

@@ -40,7 +40,7 @@ pub(super) async fn run_default_agent(
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
     let agent = state.default_agent.clone();
-    let scope = thread_scope(&state, &headers, principal);
+    let scope = thread_scope(&state, &headers, principal.as_ref());
     run_agent(state, &agent, &headers, scope, body).await
 }
 
@@ -51,17 +51,17 @@ pub(super) async fn run_named_agent(
     principal: Option<Extension<Principal>>,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
-    let scope = thread_scope(&state, &headers, principal);
+    let scope = thread_scope(&state, &headers, principal.as_ref());
     run_agent(state, &agent, &headers, scope, body).await
 }
 
 fn thread_scope(
     state: &AppState,
     headers: &HeaderMap,
-    principal: Option<Extension<Principal>>,
+    principal: Option<&Extension<Principal>>,
 ) -> Option<String> {
     let threads = state.threads.as_deref()?;
-    threads::scope(threads, headers, principal.as_ref().map(|p| &p.0))
+    threads::scope(threads, headers, principal.map(|p| &p.0))
 }
 
 async fn run_agent(
@@ -82,7 +82,7 @@ async fn run_agent(
             ),
         ));
     };
-    let bytes = body.map_err(decode::body_rejection)?;
+    let bytes = body.map_err(|rejection| decode::body_rejection(&rejection))?;
     let input = decode::decode_run_input(&bytes, &state.input_limits)?;
     // After validation, so a malformed request is told so even when the server is full.
     let permit = state.limits.try_acquire()?;

@@ -70,7 +70,7 @@ fn answer(request: &ChatRequest) -> Vec<LlmEvent> {
     let ordinal = previous_tool_calls(&request.messages) + 1;
     if let Some(ChatMessage::Tool { content, .. }) = request.messages.last() {
         if let Some((tool, arguments)) = next_progress_call(request) {
-            return tool_call_reply(&tool.name, arguments, ordinal, input_tokens);
+            return tool_call_reply(&tool.name, &arguments, ordinal, input_tokens);
         }
         let text = format!(
             "The tool returned: {}",
@@ -85,7 +85,7 @@ fn answer(request: &ChatRequest) -> Vec<LlmEvent> {
     if let Some((tool, rest)) = found {
         let generator = Generator::new(&user_text, rest);
         let arguments = generator.arguments(&tool.name, &tool.parameters);
-        return tool_call_reply(&tool.name, Value::Object(arguments), ordinal, input_tokens);
+        return tool_call_reply(&tool.name, &Value::Object(arguments), ordinal, input_tokens);
     }
 
     let images = chat_variants::last_user_images(&request.messages);
@@ -123,7 +123,7 @@ fn text_reply(text: &str, input_tokens: u64) -> Vec<LlmEvent> {
 
 fn tool_call_reply(
     name: &str,
-    arguments: Value,
+    arguments: &Value,
     ordinal: usize,
     input_tokens: u64,
 ) -> Vec<LlmEvent> {

@@ -64,18 +64,18 @@ const PROCESS_VARIABLES: &[&str] = &["environment", "config_file"];
 
 /// Deserializes `config` into settings and lists every key no setting reads.
 pub(super) fn deserialize(
-    config: config::Config,
+    config: &config::Config,
 ) -> Result<(Settings, Vec<UnknownKey>), SettingsError> {
     let mut ignored = Vec::new();
     let settings: Settings = serde_ignored::deserialize(config.clone(), |path| {
         ignored.push(config_key(&path));
     })?;
     ignored.retain(|key| !PROCESS_VARIABLES.contains(&key.as_str()));
-    ignored.extend(flattened_unknown_keys(&config));
+    ignored.extend(flattened_unknown_keys(config));
     let mut unknown: Vec<UnknownKey> = ignored
         .into_iter()
         .map(|key| {
-            let origin = origin(&config, &key);
+            let origin = origin(config, &key);
             UnknownKey { key, origin }
         })
         .collect();
@@ -172,7 +172,7 @@ mod tests {
             .add_source(config::File::from_str(toml, config::FileFormat::Toml))
             .build()
             .expect("the TOML parses");
-        let (_, unknown) = deserialize(config).expect("the settings deserialize");
+        let (_, unknown) = deserialize(&config).expect("the settings deserialize");
         unknown.into_iter().map(|u| u.key).collect()
     }
 

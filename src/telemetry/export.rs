@@ -156,9 +156,9 @@ impl Exporter {
 /// Installs logs and trace export. If the exporter cannot be built, logs alone, and says why.
 pub(super) fn init_with_export(
     settings: &TelemetrySettings,
-    config: ExportConfig,
+    config: &ExportConfig,
 ) -> TelemetryGuard {
-    let provider = match build_provider(&config) {
+    let provider = match build_provider(config) {
         Ok(provider) => provider,
         Err(problem) => {
             super::init_logs_only(settings);

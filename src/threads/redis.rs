@@ -29,6 +29,7 @@ pub async fn connect(url: &str, timeout: Duration) -> Result<ConnectionManager, 
         .map_err(backend)
 }
 
+#[allow(clippy::needless_pass_by_value)] // a `map_err` adapter: it takes what `map_err` gives
 pub(super) fn backend(error: redis::RedisError) -> StoreError {
     StoreError::Backend(error.to_string())
 }

@@ -568,14 +568,14 @@ pub(crate) fn check_0x_compatible(events: &[Value]) -> Result<(), String> {
                 }
             }
         }
-        if let Some(path) = find_file_source(event, String::new()) {
+        if let Some(path) = find_file_source(event, "") {
             return Err(format!("{at}: `{path}` is a file source"));
         }
     }
     Ok(())
 }
 
-fn find_file_source(value: &Value, path: String) -> Option<String> {
+fn find_file_source(value: &Value, path: &str) -> Option<String> {
     match value {
         Value::Object(members) => {
             if members
@@ -588,12 +588,12 @@ fn find_file_source(value: &Value, path: String) -> Option<String> {
             }
             members
                 .iter()
-                .find_map(|(k, v)| find_file_source(v, format!("{path}.{k}")))
+                .find_map(|(k, v)| find_file_source(v, &format!("{path}.{k}")))
         }
         Value::Array(items) => items
             .iter()
             .enumerate()
-            .find_map(|(i, v)| find_file_source(v, format!("{path}[{i}]"))),
+            .find_map(|(i, v)| find_file_source(v, &format!("{path}[{i}]"))),
         _ => None,
     }
 }

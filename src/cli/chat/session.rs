@@ -475,7 +475,9 @@ impl<R: BufRead, W: Write> Session<R, W> {
                 self.thread.append_text(&content.message_id, &content.delta);
                 self.out.text(&content.delta)?;
             }
-            EventBody::TextMessageEnd(_) => self.out.end_line()?,
+            EventBody::TextMessageEnd(_) | EventBody::ReasoningMessageEnd(_) => {
+                self.out.end_line()?;
+            }
             EventBody::TextMessageChunk(chunk) => self.text_chunk(chunk)?,
             EventBody::ToolCallStart(start) => self.start_call(
                 &start.tool_call_id,
@@ -504,7 +506,6 @@ impl<R: BufRead, W: Write> Session<R, W> {
                     .append_reasoning(&content.message_id, &content.delta);
                 self.out.text(&content.delta)?;
             }
-            EventBody::ReasoningMessageEnd(_) => self.out.end_line()?,
             EventBody::ReasoningMessageChunk(chunk) => self.reasoning_chunk(chunk)?,
             EventBody::ReasoningEncryptedValue(value) => self.thread.store_encrypted(&value),
             // Steps, activity, raw and custom events, subagent lifecycle and reasoning spans

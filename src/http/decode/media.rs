@@ -288,11 +288,11 @@ pub(super) mod tests {
     const WEBP_HEAD: &str = "UklGRhAAAABXRUJQVlA4IA==";
     const PDF: &str = "JVBERi0xLjcgaGVsbG8=";
 
-    fn user_parts(parts: Value) -> Vec<Message> {
+    fn user_parts(parts: &Value) -> Vec<Message> {
         serde_json::from_value(json!([{"id": "u", "role": "user", "content": parts}])).unwrap()
     }
 
-    fn image(source: Value) -> Value {
+    fn image(source: &Value) -> Value {
         json!({"type": "image", "source": source})
     }
 
@@ -305,8 +305,9 @@ pub(super) mod tests {
     }
 
     /// The refusal's code and message, or `None` when accepted.
+    #[allow(clippy::needless_pass_by_value)] // call sites read as data: `verdict(json!(...))`
     fn verdict(parts: Value, limits: &InputLimitSettings) -> Option<(String, String)> {
-        check_media(&user_parts(parts), limits).err().map(|error| {
+        check_media(&user_parts(&parts), limits).err().map(|error| {
             let text = format!("{error:?}");
             let code = ["too_many_media_parts", "media_too_large", "invalid_media"]
                 .into_iter()
@@ -330,12 +331,12 @@ pub(super) mod tests {
         let limits = InputLimitSettings::default();
         let parts = json!([
             {"type": "text", "text": "look"},
-            image(data("image/png", PNG_1X1)),
-            image(data("image/jpeg", JPEG_HEAD)),
-            image(data("IMAGE/GIF", GIF_HEAD)),
-            image(data("image/webp", WEBP_HEAD)),
-            image(url("https://example.com/cat.png?size=large")),
-            image(url(&format!("data:image/png;base64,{PNG_1X1}"))),
+            image(&data("image/png", PNG_1X1)),
+            image(&data("image/jpeg", JPEG_HEAD)),
+            image(&data("IMAGE/GIF", GIF_HEAD)),
+            image(&data("image/webp", WEBP_HEAD)),
+            image(&url("https://example.com/cat.png?size=large")),
+            image(&url(&format!("data:image/png;base64,{PNG_1X1}"))),
             {"type": "document", "source": data("application/pdf", PDF)},
             {"type": "audio", "source": {"type": "file", "value": "file-abc", "mimeType": "audio/wav"}},
             {"type": "binary", "mimeType": "image/png", "data": PNG_1X1},
@@ -349,14 +350,14 @@ pub(super) mod tests {
     #[test]
     fn image_bytes_must_match_a_forwarded_format() {
         let message = refused(
-            json!([image(data("image/png", JPEG_HEAD))]),
+            json!([image(&data("image/png", JPEG_HEAD))]),
             "invalid_media",
         );
         assert!(message.contains("messages[0].content[0]"), "{message}");
         assert!(message.contains("not a PNG image"), "{message}");
-        refused(json!([image(data("image/png", PDF))]), "invalid_media");
+        refused(json!([image(&data("image/png", PDF))]), "invalid_media");
         refused(
-            json!([image(data("image/svg+xml", "PHN2Zz48L3N2Zz4="))]),
+            json!([image(&data("image/svg+xml", "PHN2Zz48L3N2Zz4="))]),
             "unsupported_image_type",
         );
         refused(
@@ -364,7 +365,7 @@ pub(super) mod tests {
             "unsupported_image_type",
         );
         refused(
-            json!([image(url("data:image/gif;base64,AAAAAAAA"))]),
+            json!([image(&url("data:image/gif;base64,AAAAAAAA"))]),
             "invalid_media",
         );
     }
@@ -378,11 +379,11 @@ pub(super) mod tests {
             "",
             "iVBORw==AAAA",
         ] {
-            refused(json!([image(data("image/png", bad))]), "invalid_media");
+            refused(json!([image(&data("image/png", bad))]), "invalid_media");
         }
         // A long valid prefix does not hide a bad character far into the data.
         let long = format!("{}{}!", PNG_1X1, "A".repeat(20_000));
-        refused(json!([image(data("image/png", &long))]), "invalid_media");
+        refused(json!([image(&data("image/png", &long))]), "invalid_media");
     }
 
     #[test]
@@ -413,24 +414,24 @@ pub(super) mod tests {
             "https://",
             "data:image/png,rawbytes",
         ] {
-            refused(json!([image(url(bad))]), "invalid_media");
+            refused(json!([image(&url(bad))]), "invalid_media");
         }
         let long = format!("https://example.com/{}", "a".repeat(MAX_URL_BYTES));
-        refused(json!([image(url(&long))]), "invalid_media");
+        refused(json!([image(&url(&long))]), "invalid_media");
 
         let inline_only = InputLimitSettings {
             allow_media_urls: false,
             ..InputLimitSettings::default()
         };
         let (code, _) = verdict(
-            json!([image(url("https://example.com/a.png"))]),
+            json!([image(&url("https://example.com/a.png"))]),
             &inline_only,
         )
         .expect("refused");
         assert_eq!(code, "media_url_not_allowed");
         assert_eq!(
             verdict(
-                json!([image(url(&format!("data:image/png;base64,{PNG_1X1}")))]),
+                json!([image(&url(&format!("data:image/png;base64,{PNG_1X1}")))]),
                 &inline_only
             ),
             None,
@@ -446,7 +447,7 @@ pub(super) mod tests {
             ..InputLimitSettings::default()
         };
         // PNG_1X1 is 68 bytes decoded.
-        let (code, message) = verdict(json!([image(data("image/png", PNG_1X1))]), &limits)
+        let (code, message) = verdict(json!([image(&data("image/png", PNG_1X1))]), &limits)
             .expect("over max_media_bytes");
         assert_eq!(code, "media_too_large");
         assert!(message.contains("max_media_bytes"), "{message}");
@@ -455,15 +456,15 @@ pub(super) mod tests {
             ..limits
         };
         let two = json!([
-            image(data("image/png", PNG_1X1)),
-            image(data("image/png", PNG_1X1))
+            image(&data("image/png", PNG_1X1)),
+            image(&data("image/png", PNG_1X1))
         ]);
         assert_eq!(verdict(two, &limits), None, "at both limits exactly");
 
         let three = json!([
-            image(data("image/png", PNG_1X1)),
+            image(&data("image/png", PNG_1X1)),
             {"type": "text", "text": "text parts do not count"},
-            image(url("https://example.com/a.png")),
+            image(&url("https://example.com/a.png")),
             {"type": "audio", "source": url("https://example.com/a.wav")},
         ]);
         let (code, message) = verdict(three, &limits).expect("over max_media_parts");

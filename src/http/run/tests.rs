@@ -32,10 +32,12 @@ fn pump(updates: AgentStream, deadline: Option<Duration>, stop: CancellationToke
     }
 }
 
+#[allow(clippy::unnecessary_wraps)] // an item of an agent stream, like the `Err`s beside it
 fn text(delta: &str) -> Result<AgentUpdate, AgentError> {
     Ok(AgentUpdate::Event(EventBody::text_content("m", delta)))
 }
 
+#[allow(clippy::unnecessary_wraps)] // an item of an agent stream, like the `Err`s beside it
 fn start() -> Result<AgentUpdate, AgentError> {
     Ok(AgentUpdate::Event(EventBody::text_start("m")))
 }

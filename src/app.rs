@@ -11,9 +11,10 @@ use tokio::net::TcpListener;
 
 use crate::agent::approval::ApprovalPolicies;
 use crate::agent::{pipeline, Agent};
-use crate::http::{self, AppState, Metrics, Readiness, RunLimits, Shutdown};
+use crate::http::{self, AppState, McpDown, McpReport, Metrics, Readiness, RunLimits, Shutdown};
 use crate::llm::{LlmClient, LlmError};
 use crate::settings::{Settings, SettingsError};
+use crate::tools::mcp::{McpError, McpServers};
 use crate::tools::Tool;
 
 /// How long, after the grace period, the server waits for streams to write their final
@@ -27,6 +28,8 @@ pub enum AppError {
     Settings(#[from] SettingsError),
     #[error("cannot set up the model client: {0}")]
     Llm(#[from] LlmError),
+    #[error(transparent)]
+    Mcp(#[from] McpError),
     #[error("cannot listen on {address}: {source}")]
     Bind {
         address: String,
@@ -48,6 +51,7 @@ pub struct App {
     shutdown: Shutdown,
     shutdown_grace: Duration,
     metrics: Arc<Metrics>,
+    mcp: McpServers,
 }
 
 impl App {
@@ -76,9 +80,10 @@ impl App {
         // One key for every agent: ids minted by one agent are checked by the same key, and an
         // empty configured key gets one random key per process (development only; validated).
         let approval_key = if settings.security.approval_key.is_empty() {
-            let needs_approval = settings.agents.values().any(|agent| {
-                ApprovalPolicies::from_settings(&agent.tools).is_ok_and(|p| !p.is_empty())
-            });
+            let needs_approval = settings
+                .agents
+                .values()
+                .any(|agent| ApprovalPolicies::for_agent(agent).is_ok_and(|p| !p.is_empty()));
             if needs_approval {
                 tracing::warn!(
                     "security.approval_key is not set: approvals are signed with a random key \
@@ -92,9 +97,42 @@ impl App {
         let mut agents: BTreeMap<String, Arc<dyn Agent>> = BTreeMap::new();
         for (name, agent_settings) in &settings.agents {
             let tools = extra_tools.get(name).map(Vec::as_slice).unwrap_or_default();
-            let agent = pipeline::build(name, agent_settings, llm.clone(), tools, &approval_key)
-                .map_err(|message| SettingsError::Invalid(format!("agents.{name}: {message}")))?;
+            let agent = pipeline::build(
+                name,
+                agent_settings,
+                llm.clone(),
+                tools,
+                Vec::new(),
+                &approval_key,
+            )
+            .map_err(|message| SettingsError::Invalid(format!("agents.{name}: {message}")))?;
             agents.insert(name.clone(), agent);
+        }
+        // After every other check, so a configuration error starts no process; the agents
+        // are built again with their MCP tools (building is cheap and has no side effects).
+        let mcp = McpServers::start(&settings).await?;
+        if !mcp.is_empty() {
+            for (name, agent_settings) in &settings.agents {
+                let tools = extra_tools.get(name).map(Vec::as_slice).unwrap_or_default();
+                let agent = pipeline::build(
+                    name,
+                    agent_settings,
+                    llm.clone(),
+                    tools,
+                    mcp.sources_for(name),
+                    &approval_key,
+                )
+                .map_err(|message| SettingsError::Invalid(format!("agents.{name}: {message}")))?;
+                agents.insert(name.clone(), agent);
+            }
+        }
+        let mut readiness = Readiness::new(&settings);
+        if !mcp.is_empty() {
+            let servers = mcp.clone();
+            readiness = readiness.with_mcp(McpReport(Box::new(move || {
+                let (required, optional) = servers.down();
+                McpDown { required, optional }
+            })));
         }
         let shutdown = Shutdown::new();
         let metrics = Arc::new(Metrics::new());
@@ -106,13 +144,22 @@ impl App {
             input_limits: settings.server.input_limits.clone(),
             shutdown: shutdown.clone(),
             metrics: Arc::clone(&metrics),
-            readiness: Arc::new(Readiness::new(&settings)),
+            readiness: Arc::new(readiness),
         };
-        let router = http::router(state, &settings)?;
+        let router = match http::router(state, &settings) {
+            Ok(router) => router,
+            Err(error) => {
+                mcp.shutdown().await;
+                return Err(error.into());
+            }
+        };
         let address = format!("{}:{}", settings.server.host, settings.server.port);
         let listener = match TcpListener::bind(&address).await {
             Ok(listener) => listener,
-            Err(source) => return Err(AppError::Bind { address, source }),
+            Err(source) => {
+                mcp.shutdown().await;
+                return Err(AppError::Bind { address, source });
+            }
         };
         let local_addr = listener
             .local_addr()
@@ -127,6 +174,7 @@ impl App {
             // Validated finite and non-negative by `Settings::validate`.
             shutdown_grace: Duration::from_secs_f64(settings.server.shutdown_grace_secs),
             metrics,
+            mcp,
         })
     }
 
@@ -145,6 +193,11 @@ impl App {
         self.offline
     }
 
+    /// The MCP servers the agents use (their process ids, which are down).
+    pub fn mcp_servers(&self) -> &McpServers {
+        &self.mcp
+    }
+
     /// The service's metrics registry (what `GET /metrics` serves).
     pub fn metrics(&self) -> Arc<Metrics> {
         Arc::clone(&self.metrics)
@@ -158,8 +211,19 @@ impl App {
     /// Serves until `shutdown` completes, then: stops accepting connections (and `/ready`
     /// answers 503), lets open streams finish for `server.shutdown_grace_secs`, ends the ones
     /// still open with `RUN_ERROR` code `shutdown`, waits briefly for those last events to be
-    /// written, and returns.
+    /// written, closes the MCP servers (no child process outlives the service), and returns.
     pub async fn run_until(
+        self,
+        shutdown: impl Future<Output = ()> + Send + 'static,
+    ) -> std::io::Result<()> {
+        let mcp = self.mcp.clone();
+        let served = self.serve_until(shutdown).await;
+        // Last: runs that were still calling MCP tools are over by now.
+        mcp.shutdown().await;
+        served
+    }
+
+    async fn serve_until(
         self,
         shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> std::io::Result<()> {

@@ -37,7 +37,9 @@ use crate::protocol::{
     ToolCallStart, ToolResultContent, ToolRole,
 };
 use crate::settings::{ResultStateKind, ToolNameClash, ToolStateRule, ToolStateSource};
-use crate::tools::{self, StateUpdate, ToolContext, ToolError, ToolOutput, ToolRegistry};
+use crate::tools::{
+    self, StateUpdate, ToolContext, ToolError, ToolOutput, ToolProgress, ToolRegistry,
+};
 
 /// How a `ChatAgent` behaves, from its `agents.<name>` settings.
 #[derive(Debug, Clone)]
@@ -106,7 +108,7 @@ impl ChatAgent {
 
 impl Agent for ChatAgent {
     fn run(&self, request: RunRequest) -> Result<AgentStream, AgentError> {
-        let mut server_tools = self.tools.clone();
+        let mut server_tools = self.tools.for_run();
         let mut client_tools: HashSet<String> = HashSet::new();
         let mut client_specs: Vec<ToolSpec> = Vec::new();
         for tool in &request.tools {
@@ -204,6 +206,7 @@ impl Agent for ChatAgent {
             model_calls: 0,
             queue: VecDeque::new(),
             phase: Phase::CallModel,
+            progress: tokio::sync::mpsc::channel(PROGRESS_BACKLOG),
         };
         state.start_with_decisions(request.decisions);
         Ok(stream::unfold(Box::new(state), RunState::next).boxed())
@@ -228,7 +231,15 @@ struct RunState {
     /// Updates produced but not yet yielded.
     queue: VecDeque<AgentUpdate>,
     phase: Phase,
+    /// Progress reports of the running tools, yielded between their results.
+    progress: (
+        tokio::sync::mpsc::Sender<ToolProgress>,
+        tokio::sync::mpsc::Receiver<ToolProgress>,
+    ),
 }
+
+/// Progress reports held for a run before new ones are dropped (progress is advisory).
+const PROGRESS_BACKLOG: usize = 64;
 
 enum Phase {
     CallModel,
@@ -302,14 +313,25 @@ impl RunState {
                 Phase::RunningTools {
                     mut running,
                     then_stop,
-                } => match running.next().await {
-                    Some(outcome) => {
-                        self.finish_tool_call(outcome);
-                        self.phase = Phase::RunningTools { running, then_stop };
+                } => {
+                    let finished = tokio::select! {
+                        biased;
+                        Some(progress) = self.progress.1.recv() => {
+                            self.queue.push_back(AgentUpdate::ToolProgress(progress));
+                            self.phase = Phase::RunningTools { running, then_stop };
+                            continue;
+                        }
+                        finished = running.next() => finished,
+                    };
+                    match finished {
+                        Some(outcome) => {
+                            self.finish_tool_call(outcome);
+                            self.phase = Phase::RunningTools { running, then_stop };
+                        }
+                        None if then_stop => self.phase = Phase::Done,
+                        None => self.phase = Phase::CallModel,
                     }
-                    None if then_stop => self.phase = Phase::Done,
-                    None => self.phase = Phase::CallModel,
-                },
+                }
             }
         }
     }
@@ -408,6 +430,7 @@ impl RunState {
             run_id: self.run_id.clone(),
             tool_call_id: call.id.clone(),
             state: Some(self.state.clone()),
+            progress: Some(self.progress.0.clone()),
         };
         async move {
             let output = async {

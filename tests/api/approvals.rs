@@ -164,14 +164,14 @@ fn with_tools(settings: &mut Settings, tools: Vec<ToolSettings>) {
 // ---- Inputs ----------------------------------------------------------------------------------
 
 /// A 1.0 resume run (`r2`) on thread `t1`.
-fn resume_input(messages: Vec<Value>, resume: Value) -> Value {
+pub(crate) fn resume_input(messages: Vec<Value>, resume: Value) -> Value {
     let mut body = input(messages);
     body["runId"] = json!("r2");
     body["resume"] = resume;
     body
 }
 
-fn resolved(interrupt_id: &str, payload: Value) -> Value {
+pub(crate) fn resolved(interrupt_id: &str, payload: Value) -> Value {
     json!({"interruptId": interrupt_id, "status": "resolved", "payload": payload})
 }
 
@@ -183,7 +183,7 @@ fn cancelled(interrupt_id: &str) -> Value {
 /// reference reducer files it: text and tool calls under their assistant message (the text's
 /// message id, the calls' `parentMessageId`), a tool message per `TOOL_CALL_RESULT`. Interrupt
 /// answers are *not* added: that is the client's choice, made by each test.
-fn client_history(before: &[Value], events: &[Value]) -> Vec<Value> {
+pub(crate) fn client_history(before: &[Value], events: &[Value]) -> Vec<Value> {
     fn assistant_at(messages: &mut Vec<Value>, id: &str) -> usize {
         if let Some(at) = messages.iter().position(|m| m["id"] == id) {
             return at;
@@ -243,7 +243,7 @@ fn client_history(before: &[Value], events: &[Value]) -> Vec<Value> {
 
 /// The interrupts the run ended with (fails unless the outcome is `interrupt`).
 #[track_caller]
-fn interrupts(events: &[Value]) -> Vec<Value> {
+pub(crate) fn interrupts(events: &[Value]) -> Vec<Value> {
     let finished = last(events);
     assert_eq!(finished["type"], "RUN_FINISHED", "{:?}", types(events));
     assert_eq!(
@@ -258,7 +258,7 @@ fn interrupts(events: &[Value]) -> Vec<Value> {
 
 /// The id of the interrupt about `tool_call_id`.
 #[track_caller]
-fn interrupt_id(events: &[Value], tool_call_id: &str) -> String {
+pub(crate) fn interrupt_id(events: &[Value], tool_call_id: &str) -> String {
     let all = interrupts(events);
     let found: Vec<&Value> = all
         .iter()

@@ -7,6 +7,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+echo "==> MCP test servers (npm ci in tests/mcp)"
+(cd tests/mcp && npm ci --no-audit --no-fund --silent)
+
 echo "==> cargo test"
 cargo test --locked
 

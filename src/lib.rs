@@ -18,7 +18,8 @@
 //! agent        Agent trait, RunRequest, AgentUpdate, AgentError, ChatAgent, pipeline
 //! llm          the OpenAI-compatible client and the offline model (the only module that
 //!              names async-openai types)
-//! tools        Tool trait, per-agent registry, declarative tool kinds
+//! tools        Tool trait, per-agent registry, declarative tool kinds; `tools::mcp`: the
+//!              tools of MCP servers (rmcp), their connections and child processes
 //! state        predictive state, pure: incremental partial JSON, arguments projected onto
 //!              state keys as minimal JSON Patch operations (a leaf)
 //! chat_client  the terminal AG-UI client (`agui-host chat`): a consumer of `protocol` only

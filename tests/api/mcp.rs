@@ -717,3 +717,30 @@ async fn a_graceful_shutdown_leaves_no_mcp_process_behind() {
     })
     .await;
 }
+
+// ---- The shipped example -------------------------------------------------------------------
+
+#[test]
+fn the_mcp_example_pins_the_tested_reference_server() {
+    let path = repo().join("config/examples/mcp.toml");
+    let settings = Settings::load(Some(&path)).expect("the MCP example loads");
+    let agent = &settings.agents[&settings.default_agent];
+    let McpTransportSettings::Stdio { args, .. } = &agent.mcp_servers[0].transport else {
+        panic!("the reference server runs over stdio");
+    };
+    let package: Value = serde_json::from_str(
+        &std::fs::read_to_string(repo().join("tests/mcp/package.json")).unwrap(),
+    )
+    .unwrap();
+    let tested = package["dependencies"]["@modelcontextprotocol/server-everything"]
+        .as_str()
+        .unwrap();
+    assert!(
+        args.iter()
+            .any(|a| *a == format!("@modelcontextprotocol/server-everything@{tested}")),
+        "{args:?} runs the version the tests use ({tested})"
+    );
+    let approvals = agui_host::agent::approval::ApprovalPolicies::for_agent(agent).unwrap();
+    assert!(approvals.requires_approval("files__write_file", &json!({})));
+    assert!(!approvals.requires_approval("everything__echo", &json!({})));
+}

@@ -744,3 +744,50 @@ fn the_mcp_example_pins_the_tested_reference_server() {
     assert!(approvals.requires_approval("files__write_file", &json!({})));
     assert!(!approvals.requires_approval("everything__echo", &json!({})));
 }
+
+// ---- Per-run identity ----------------------------------------------------------------------
+
+#[tokio::test]
+async fn identity_headers_tell_an_http_server_which_thread_and_run_a_call_is_for() {
+    let server = test_server_over_http().await;
+    let mcp = spawn_mcp_app(|s| {
+        let mut with_identity = http("test", &server.url);
+        if let McpTransportSettings::Http {
+            identity_headers, ..
+        } = &mut with_identity.transport
+        {
+            identity_headers.insert("x-agui-thread".into(), "{thread_id}".into());
+            identity_headers.insert("x-agui-run".into(), "{agent}/{run_id}".into());
+        }
+        let mut without = http("plain", &server.url);
+        without.include = vec!["whoami".into()];
+        with_servers(s, vec![with_identity, without]);
+    })
+    .await;
+    let app = &mcp.app;
+    app.fake.push(Reply::Sse(chunks::tool_calls(
+        &[
+            ("call_1", "test__whoami", "{}"),
+            ("call_2", "plain__whoami", "{}"),
+        ],
+        false,
+    )));
+    app.fake.push(Reply::Sse(chunks::text_reply(&["Known."])));
+    let body = input(vec![user("Who am I?")]);
+    let events = app.run_events("/", &body).await;
+    assert_well_formed(&events);
+    let seen: Value = serde_json::from_str(&result_of(&events, "call_1")).unwrap();
+    assert_eq!(seen["x-agui-thread"], body["threadId"], "{seen}");
+    assert_eq!(
+        seen["x-agui-run"],
+        format!("assistant/{}", body["runId"].as_str().unwrap()),
+        "{seen}"
+    );
+    let plain: Value = serde_json::from_str(&result_of(&events, "call_2")).unwrap();
+    assert_eq!(
+        plain,
+        json!({}),
+        "opt-in: nothing is sent unless configured"
+    );
+    mcp.shut_down().await;
+}

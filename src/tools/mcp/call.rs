@@ -15,7 +15,7 @@ use rmcp::service::PeerRequestOptions;
 use rmcp::RoleClient;
 use serde_json::Value;
 
-use super::{content, McpServer, ProgressRoute};
+use super::{content, identity, McpServer, ProgressRoute};
 use crate::tools::{Tool, ToolContext, ToolDefinition, ToolError, ToolOutput};
 
 pub(super) struct McpTool {
@@ -66,8 +66,16 @@ impl McpTool {
         let mut params = CallToolRequestParams::new(self.remote_name.clone());
         params.arguments = Some(arguments);
         let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
+        let mut options = PeerRequestOptions::no_options();
+        if server.sends_identity() {
+            options = options.with_meta(identity::meta(
+                &context.thread_id,
+                &context.run_id,
+                &server.agent,
+            ));
+        }
         let handle = peer
-            .send_request_with_option(request, PeerRequestOptions::no_options())
+            .send_request_with_option(request, options)
             .await
             .map_err(|e| protocol_failure(&server, &e))?;
         let mut guard = InFlight {

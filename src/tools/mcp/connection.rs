@@ -18,6 +18,7 @@ use rmcp::{ClientHandler, RoleClient, ServiceExt};
 use tokio::io::AsyncBufReadExt;
 
 use super::call::McpTool;
+use super::identity::{IdentityClient, IdentityHeaders};
 use super::McpServer;
 use crate::settings::McpTransportSettings;
 use crate::tools::{RegisteredTool, Tool};
@@ -90,9 +91,12 @@ pub(super) async fn connect(server: &Arc<McpServer>) -> Result<Live, String> {
             McpTransportSettings::Http {
                 url,
                 headers_from_env,
-                ..
+                identity_headers,
             } => {
-                let client = http_client(headers_from_env)?;
+                let client = IdentityClient {
+                    inner: http_client(headers_from_env)?,
+                    identity: IdentityHeaders::new(identity_headers)?,
+                };
                 let config = StreamableHttpClientTransportConfig::with_uri(url.as_str());
                 let transport = StreamableHttpClientTransport::with_client(client, config);
                 handler

@@ -12,6 +12,7 @@
 mod call;
 mod connection;
 mod content;
+mod identity;
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, RwLock};
@@ -200,6 +201,12 @@ impl McpServer {
             .unwrap_or_else(|e| e.into_inner())
             .as_ref()
             .is_some_and(|peer| !peer.is_transport_closed())
+    }
+
+    /// Whether calls carry the run's identity (only when identity headers are configured).
+    fn sends_identity(&self) -> bool {
+        matches!(&self.settings.transport,
+            crate::settings::McpTransportSettings::Http { identity_headers, .. } if !identity_headers.is_empty())
     }
 
     fn current_tool_count(&self) -> usize {

@@ -556,6 +556,25 @@ async fn a_required_server_that_cannot_start_stops_the_start_and_an_optional_one
 
 // ---- The in-repo server: what the reference server cannot show -----------------------------
 
+/// Asks the in-repo server, in a new run, how many `slow` calls it saw cancelled, until it
+/// says `expected` (the notification travels on its own).
+async fn assert_cancelled_calls(app: &TestApp, expected: &str) {
+    for attempt in 0.. {
+        app.fake
+            .push_call_then_text(("count", "test__cancelled_calls", "{}"), "Counted.");
+        let events = app.run_events("/", &input(vec![user("Count")])).await;
+        let count = result_of(&events, "count");
+        if count == expected {
+            return;
+        }
+        assert!(
+            attempt < 20,
+            "the server saw {count} cancellations, not {expected}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
 #[tokio::test]
 async fn a_timed_out_call_is_cancelled_on_the_server() {
     let mcp = spawn_mcp_app(|s| {
@@ -568,22 +587,27 @@ async fn a_timed_out_call_is_cancelled_on_the_server() {
         .push_call_then_text(("call_1", "test__slow", r#"{"seconds": 30}"#), "Too slow.");
     let events = app.run_events("/", &input(vec![user("Wait")])).await;
     assert!(result_of(&events, "call_1").contains("timed out"));
+    assert_cancelled_calls(app, "1").await;
+    mcp.shut_down().await;
+}
 
-    // The next run asks the server how many calls it saw cancelled.
-    for attempt in 0.. {
-        app.fake
-            .push_call_then_text(("call_2", "test__cancelled_calls", "{}"), "Counted.");
-        let events = app.run_events("/", &input(vec![user("Count")])).await;
-        let count = result_of(&events, "call_2");
-        if count == "1" {
+#[tokio::test]
+async fn a_call_of_a_run_whose_client_hangs_up_is_cancelled_on_the_server() {
+    let mcp = spawn_mcp_app(|s| with_servers(s, vec![test_server()])).await;
+    let app = &mcp.app;
+    app.fake.push(Reply::Sse(chunks::tool_calls(
+        &[("call_1", "test__slow", r#"{"seconds": 30}"#)],
+        false,
+    )));
+    let mut reader = EventReader::new(app.post_run("/", &input(vec![user("Wait")])).await);
+    while let Some(event) = reader.next().await {
+        if event["type"] == "TOOL_CALL_END" {
             break;
         }
-        assert!(
-            attempt < 20,
-            "the server never saw the cancellation: {count}"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
     }
+    tokio::time::sleep(Duration::from_millis(300)).await; // the call is running
+    reader.hang_up();
+    assert_cancelled_calls(app, "1").await;
     mcp.shut_down().await;
 }
 

@@ -13,6 +13,13 @@ echo "==> MCP test servers (npm ci in tests/mcp)"
 echo "==> cargo test"
 cargo test --locked
 
+echo "==> no MCP server outlived the tests"
+# The MCP tests start servers from tests/mcp and examples/mcp_test_server; none may be left.
+if pgrep -af 'tests/mcp/node_modules|examples/mcp_test_server' | grep -v pgrep; then
+  echo "MCP server processes outlived the test suite (listed above)" >&2
+  exit 1
+fi
+
 scripts/e2e.sh
 
 if [[ -n "${SKIP_BROWSER_TEST:-}" ]]; then

@@ -202,6 +202,11 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         let router = axum::Router::new().nest_service("/mcp", service);
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
         println!("http://{}/mcp", listener.local_addr()?);
+        // Without TCP_NODELAY each small SSE answer waits for the client's delayed ACK (~40 ms).
+        use axum::serve::ListenerExt;
+        let listener = listener.tap_io(|tcp| {
+            let _ = tcp.set_nodelay(true);
+        });
         axum::serve(listener, router).await?;
     } else {
         let running = server.serve(rmcp::transport::stdio()).await?;

@@ -1288,6 +1288,43 @@ everything = { tool = "write_document", tool_argument = "*" }
     }
 
     #[test]
+    fn mcp_servers_need_distinct_names_that_can_prefix_tool_names() {
+        let server = |name: &str| McpServerSettings {
+            name: name.into(),
+            transport: McpTransportSettings::Stdio {
+                command: "server".into(),
+                args: Vec::new(),
+                env: BTreeMap::new(),
+                cwd: None,
+            },
+            include: Vec::new(),
+            exclude: Vec::new(),
+            optional: false,
+            connect_timeout_secs: 30,
+            tools: BTreeMap::new(),
+        };
+        let with = |servers: Vec<McpServerSettings>| {
+            let mut settings = Settings::embedded_default().unwrap();
+            let agent = settings.default_agent.clone();
+            settings.agents.get_mut(&agent).unwrap().mcp_servers = servers;
+            settings.validate()
+        };
+        assert!(with(vec![server("files"), server("tickets")]).is_ok());
+        assert!(with(vec![server("files"), server("files")]).is_err());
+        assert!(with(vec![server("my files")]).is_err());
+        assert!(with(vec![server("")]).is_err());
+
+        let files = server("files");
+        assert_eq!(files.tool_name("read_file").unwrap(), "files__read_file");
+        assert_eq!(
+            files.tool_name("fs.read/all").unwrap(),
+            "files__fs_read_all"
+        );
+        assert!(files.tool_name(&"x".repeat(57)).is_some());
+        assert!(files.tool_name(&"x".repeat(58)).is_none(), "65 characters");
+    }
+
+    #[test]
     fn unknown_default_agent_is_rejected() {
         let mut settings = Settings::embedded_default().unwrap();
         settings.default_agent = "nobody".into();

@@ -37,9 +37,7 @@ use crate::protocol::{
     ToolCallStart, ToolResultContent, ToolRole,
 };
 use crate::settings::{ResultStateKind, ToolNameClash, ToolStateRule, ToolStateSource};
-use crate::tools::{
-    self, StateUpdate, ToolContext, ToolError, ToolOutput, ToolProgress, ToolRegistry,
-};
+use crate::tools::{self, StateUpdate, ToolContext, ToolError, ToolOutput, ToolRegistry};
 
 /// How a `ChatAgent` behaves, from its `agents.<name>` settings.
 #[derive(Debug, Clone)]
@@ -206,7 +204,7 @@ impl Agent for ChatAgent {
             model_calls: 0,
             queue: VecDeque::new(),
             phase: Phase::CallModel,
-            progress: tokio::sync::mpsc::channel(PROGRESS_BACKLOG),
+            progress: tools::ProgressChannel::new(),
         };
         state.start_with_decisions(request.decisions);
         Ok(stream::unfold(Box::new(state), RunState::next).boxed())
@@ -231,15 +229,8 @@ struct RunState {
     /// Updates produced but not yet yielded.
     queue: VecDeque<AgentUpdate>,
     phase: Phase,
-    /// Progress reports of the running tools, yielded between their results.
-    progress: (
-        tokio::sync::mpsc::Sender<ToolProgress>,
-        tokio::sync::mpsc::Receiver<ToolProgress>,
-    ),
+    progress: tools::ProgressChannel,
 }
-
-/// Progress reports held for a run before new ones are dropped (progress is advisory).
-const PROGRESS_BACKLOG: usize = 64;
 
 enum Phase {
     CallModel,
@@ -313,25 +304,21 @@ impl RunState {
                 Phase::RunningTools {
                     mut running,
                     then_stop,
-                } => {
-                    let finished = tokio::select! {
-                        biased;
-                        Some(progress) = self.progress.1.recv() => {
-                            self.queue.push_back(AgentUpdate::ToolProgress(progress));
-                            self.phase = Phase::RunningTools { running, then_stop };
-                            continue;
-                        }
-                        finished = running.next() => finished,
-                    };
-                    match finished {
+                } => tokio::select! {
+                    biased;
+                    Some(progress) = self.progress.receiver.recv() => {
+                        self.queue.push_back(AgentUpdate::ToolProgress(progress));
+                        self.phase = Phase::RunningTools { running, then_stop };
+                    }
+                    finished = running.next() => match finished {
                         Some(outcome) => {
                             self.finish_tool_call(outcome);
                             self.phase = Phase::RunningTools { running, then_stop };
                         }
                         None if then_stop => self.phase = Phase::Done,
                         None => self.phase = Phase::CallModel,
-                    }
-                }
+                    },
+                },
             }
         }
     }
@@ -430,7 +417,7 @@ impl RunState {
             run_id: self.run_id.clone(),
             tool_call_id: call.id.clone(),
             state: Some(self.state.clone()),
-            progress: Some(self.progress.0.clone()),
+            progress: Some(self.progress.sender.clone()),
         };
         async move {
             let output = async {

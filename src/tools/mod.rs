@@ -128,6 +128,30 @@ pub struct ToolContext {
     pub progress: Option<tokio::sync::mpsc::Sender<ToolProgress>>,
 }
 
+/// One run's channel for the progress reports of its running tools, yielded between their
+/// results. Bounded: reports that do not fit are dropped, since progress is advisory.
+#[derive(Debug)]
+pub struct ProgressChannel {
+    pub sender: tokio::sync::mpsc::Sender<ToolProgress>,
+    pub receiver: tokio::sync::mpsc::Receiver<ToolProgress>,
+}
+
+impl ProgressChannel {
+    /// Reports held before new ones are dropped.
+    const BACKLOG: usize = 64;
+
+    pub fn new() -> Self {
+        let (sender, receiver) = tokio::sync::mpsc::channel(Self::BACKLOG);
+        ProgressChannel { sender, receiver }
+    }
+}
+
+impl Default for ProgressChannel {
+    fn default() -> Self {
+        ProgressChannel::new()
+    }
+}
+
 /// How far a running tool call has got.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ToolProgress {

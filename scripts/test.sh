@@ -8,8 +8,18 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+echo "==> MCP test servers (npm ci in tests/mcp)"
+(cd tests/mcp && npm ci --no-audit --no-fund --silent)
+
 echo "==> cargo test"
 cargo test --locked
+
+echo "==> no MCP server outlived the tests"
+# The MCP tests start servers from tests/mcp and examples/mcp_test_server; none may be left.
+if pgrep -af 'tests/mcp/node_modules|examples/mcp_test_server' | grep -v pgrep; then
+  echo "MCP server processes outlived the test suite (listed above)" >&2
+  exit 1
+fi
 
 echo "==> docker-compose.yml on a fresh clone"
 scripts/compose-check.sh

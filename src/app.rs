@@ -11,10 +11,13 @@ use tokio::net::TcpListener;
 
 use crate::agent::approval::ApprovalPolicies;
 use crate::agent::{pipeline, Agent};
-use crate::http::{self, AppState, Discovery, Metrics, Readiness, RunLimits, Shutdown};
+use crate::http::{
+    self, AppState, Discovery, McpDown, McpReport, Metrics, Readiness, RunLimits, Shutdown,
+};
 use crate::llm::{LlmClient, LlmError};
 use crate::settings::{Settings, SettingsError};
 use crate::threads::{AgentTools, Threads};
+use crate::tools::mcp::{McpError, McpServers};
 use crate::tools::Tool;
 
 /// How long, after the grace period, the server waits for streams to write their final
@@ -30,6 +33,8 @@ pub enum AppError {
     Llm(#[from] LlmError),
     #[error("cannot open the thread store: {0}")]
     Threads(#[from] crate::threads::StoreError),
+    #[error(transparent)]
+    Mcp(#[from] McpError),
     #[error("cannot listen on {address}: {source}")]
     Bind {
         address: String,
@@ -51,6 +56,7 @@ pub struct App {
     shutdown: Shutdown,
     shutdown_grace: Duration,
     metrics: Arc<Metrics>,
+    mcp: McpServers,
 }
 
 impl App {
@@ -66,21 +72,34 @@ impl App {
     ) -> Result<App, AppError> {
         // Validated before the store is opened, so a bad file fails without touching Redis.
         settings.validate()?;
+        // Every other check first, with no store opened and no MCP server started, so a
+        // configuration error starts no process; then the real assembly (building is cheap).
+        assemble(&settings, &extra_tools, None, &McpServers::default())?;
         let threads =
             Threads::from_settings(&settings.threads, agent_tools(&settings, &extra_tools))
                 .await?
                 .map(Arc::new);
+        let mcp = McpServers::start(&settings).await?;
         let Assembled {
             router,
             model,
             offline,
             shutdown,
             metrics,
-        } = assemble(&settings, &extra_tools, threads)?;
+        } = match assemble(&settings, &extra_tools, threads, &mcp) {
+            Ok(assembled) => assembled,
+            Err(error) => {
+                mcp.shutdown().await;
+                return Err(error);
+            }
+        };
         let address = format!("{}:{}", settings.server.host, settings.server.port);
         let listener = match TcpListener::bind(&address).await {
             Ok(listener) => listener,
-            Err(source) => return Err(AppError::Bind { address, source }),
+            Err(source) => {
+                mcp.shutdown().await;
+                return Err(AppError::Bind { address, source });
+            }
         };
         let local_addr = listener
             .local_addr()
@@ -95,6 +114,7 @@ impl App {
             // Validated finite and non-negative by `Settings::validate`.
             shutdown_grace: Duration::from_secs_f64(settings.server.shutdown_grace_secs),
             metrics,
+            mcp,
         })
     }
 
@@ -103,7 +123,7 @@ impl App {
     /// it: what `agui-host check-config` runs.
     pub fn check(settings: &Settings) -> Result<(), AppError> {
         // The thread store is not opened: a check needs no Redis, and its settings are validated.
-        assemble(settings, &ExtraTools::new(), None).map(drop)
+        assemble(settings, &ExtraTools::new(), None, &McpServers::default()).map(drop)
     }
 
     /// The address the service listens on (the real port when 0 was asked for).
@@ -121,6 +141,11 @@ impl App {
         self.offline
     }
 
+    /// The MCP servers the agents use (their process ids, which are down).
+    pub fn mcp_servers(&self) -> &McpServers {
+        &self.mcp
+    }
+
     /// The service's metrics registry (what `GET /metrics` serves).
     pub fn metrics(&self) -> Arc<Metrics> {
         Arc::clone(&self.metrics)
@@ -134,8 +159,19 @@ impl App {
     /// Serves until `shutdown` completes, then: stops accepting connections (and `/ready`
     /// answers 503), lets open streams finish for `server.shutdown_grace_secs`, ends the ones
     /// still open with `RUN_ERROR` code `shutdown`, waits briefly for those last events to be
-    /// written, and returns.
+    /// written, closes the MCP servers (no child process outlives the service), and returns.
     pub async fn run_until(
+        self,
+        shutdown: impl Future<Output = ()> + Send + 'static,
+    ) -> std::io::Result<()> {
+        let mcp = self.mcp.clone();
+        let served = self.serve_until(shutdown).await;
+        // Last: runs that were still calling MCP tools are over by now.
+        mcp.shutdown().await;
+        served
+    }
+
+    async fn serve_until(
         self,
         shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> std::io::Result<()> {
@@ -204,6 +240,7 @@ fn assemble(
     settings: &Settings,
     extra_tools: &ExtraTools,
     threads: Option<Arc<Threads>>,
+    mcp: &McpServers,
 ) -> Result<Assembled, AppError> {
     settings.validate()?;
     for agent in extra_tools.keys() {
@@ -221,8 +258,15 @@ fn assemble(
     let mut agents: BTreeMap<String, Arc<dyn Agent>> = BTreeMap::new();
     for (name, agent_settings) in &settings.agents {
         let tools = extra_tools.get(name).map(Vec::as_slice).unwrap_or_default();
-        let agent = pipeline::build(name, agent_settings, llm.clone(), tools, &approval_keys)
-            .map_err(|message| SettingsError::Invalid(format!("agents.{name}: {message}")))?;
+        let agent = pipeline::build(
+            name,
+            agent_settings,
+            llm.clone(),
+            tools,
+            mcp.sources_for(name),
+            &approval_keys,
+        )
+        .map_err(|message| SettingsError::Invalid(format!("agents.{name}: {message}")))?;
         agents.insert(name.clone(), agent);
     }
     let registered_tools = extra_tools
@@ -245,7 +289,7 @@ fn assemble(
         input_limits: settings.server.input_limits.clone(),
         shutdown: shutdown.clone(),
         metrics: Arc::clone(&metrics),
-        readiness: Arc::new(Readiness::new(settings)),
+        readiness: Arc::new(readiness(settings, mcp)),
         discovery,
         threads,
     };
@@ -281,6 +325,19 @@ fn agent_tools(settings: &Settings, extra_tools: &ExtraTools) -> BTreeMap<String
         .collect()
 }
 
+/// The readiness probe, reporting MCP servers that are down when the agents have any.
+fn readiness(settings: &Settings, mcp: &McpServers) -> Readiness {
+    let readiness = Readiness::new(settings);
+    if mcp.is_empty() {
+        return readiness;
+    }
+    let servers = mcp.clone();
+    readiness.with_mcp(McpReport(Box::new(move || {
+        let (required, optional) = servers.down();
+        McpDown { required, optional }
+    })))
+}
+
 /// A registered Rust tool as discovery lists it.
 fn wire_tool(tool: &dyn Tool) -> crate::protocol::Tool {
     let definition = tool.definition();
@@ -303,7 +360,7 @@ fn approval_keys(settings: &Settings) -> Vec<String> {
     let needs_approval = settings
         .agents
         .values()
-        .any(|agent| ApprovalPolicies::from_settings(&agent.tools).is_ok_and(|p| !p.is_empty()));
+        .any(|agent| ApprovalPolicies::for_agent(agent).is_ok_and(|p| !p.is_empty()));
     if needs_approval {
         tracing::warn!(
             "security.approval_keys is not set: approvals are signed with a random key and \

@@ -21,7 +21,8 @@
 //!              approval policies and the signed ApprovalId
 //! llm          the OpenAI-compatible client and the offline model (the only module that
 //!              names async-openai types)
-//! tools        Tool trait, per-agent registry, declarative tool kinds
+//! tools        Tool trait, per-agent registry, declarative tool kinds; `tools::mcp`: the
+//!              tools of MCP servers (rmcp), their connections and child processes
 //! state        predictive state, pure: incremental partial JSON, arguments projected onto
 //!              state keys as minimal JSON Patch operations (a leaf)
 //! text         the id and truncation helpers every module shares (a leaf)

@@ -498,6 +498,9 @@ pub struct AgentSettings {
     /// Server-side tools.
     #[serde(default)]
     pub tools: Vec<ToolSettings>,
+    /// MCP servers whose tools this agent may call (see `McpServerSettings`).
+    #[serde(default)]
+    pub mcp_servers: Vec<McpServerSettings>,
     /// Shared state: validation, prompt injection, and state updates from tools.
     #[serde(default)]
     pub state: StateSettings,
@@ -774,6 +777,162 @@ pub enum ToolKindSettings {
     },
 }
 
+// ---- MCP servers -------------------------------------------------------------------------
+
+/// One Model Context Protocol server whose tools an agent may call, each named
+/// `<name>__<tool>`.
+#[derive(Debug, Clone, Deserialize)]
+pub struct McpServerSettings {
+    /// The prefix of the server's tools; ASCII letters, digits, `_` or `-`, unique per agent.
+    pub name: String,
+    #[serde(flatten)]
+    pub transport: McpTransportSettings,
+    /// Only these tools (by their name on the server); empty: all of them.
+    #[serde(default)]
+    pub include: Vec<String>,
+    /// Never these tools (by their name on the server).
+    #[serde(default)]
+    pub exclude: Vec<String>,
+    /// A server that cannot be reached at start-up is a warning (and no tools until it comes
+    /// up) instead of a start-up error.
+    #[serde(default)]
+    pub optional: bool,
+    /// Seconds to connect and list the tools, at start-up and on every reconnection.
+    #[serde(default = "default_mcp_connect_timeout_secs")]
+    pub connect_timeout_secs: u64,
+    /// Approval and other per-tool options, by the tool's name on the server.
+    #[serde(default)]
+    pub tools: BTreeMap<String, McpToolSettings>,
+}
+
+/// How an MCP server is reached.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(tag = "transport", rename_all = "snake_case")]
+pub enum McpTransportSettings {
+    /// A child process speaking MCP on its standard input and output.
+    Stdio {
+        command: String,
+        #[serde(default)]
+        args: Vec<String>,
+        /// Variable of the child -> name of the variable of this service holding its value (read
+        /// at start-up, never logged). The child inherits no other variable but `PATH`, `HOME`,
+        /// `LANG` and the like.
+        #[serde(default)]
+        env: BTreeMap<String, String>,
+        #[serde(default)]
+        cwd: Option<PathBuf>,
+    },
+    /// A server speaking MCP over streamable HTTP.
+    Http {
+        url: String,
+        /// Header name -> name of the environment variable holding its value (read at start).
+        #[serde(default)]
+        headers_from_env: BTreeMap<String, String>,
+        /// Per-call headers from the run: header name -> template with `{thread_id}`,
+        /// `{run_id}` and `{agent}` (opt-in: nothing is sent unless configured).
+        #[serde(default)]
+        identity_headers: BTreeMap<String, String>,
+    },
+}
+
+/// Options of one tool of an MCP server.
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct McpToolSettings {
+    /// Whether the tool waits for a person's approval before it runs.
+    #[serde(default)]
+    pub approval: ApprovalPolicySetting,
+    /// Whether the person approving may edit the arguments.
+    #[serde(default)]
+    pub allow_edit: bool,
+    /// The question shown to the person; `{arguments}` is replaced by the arguments as JSON.
+    #[serde(default)]
+    pub approval_message: Option<String>,
+}
+
+fn default_mcp_connect_timeout_secs() -> u64 {
+    30
+}
+
+/// The separator between an MCP server's name and its tool's name.
+pub const MCP_TOOL_SEPARATOR: &str = "__";
+
+impl McpServerSettings {
+    /// The name the model sees for the server's tool `tool`: `<name>__<tool>`, with every
+    /// character models refuse in a tool name replaced by `_`; `None` past 64 characters.
+    pub fn tool_name(&self, tool: &str) -> Option<String> {
+        let sanitized: String = tool
+            .chars()
+            .map(|c| {
+                if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
+                    c
+                } else {
+                    '_'
+                }
+            })
+            .collect();
+        let name = format!("{}{MCP_TOOL_SEPARATOR}{sanitized}", self.name);
+        (!tool.is_empty() && name.len() <= 64).then_some(name)
+    }
+
+    fn validate(&self, agent: &str) -> Result<(), SettingsError> {
+        let at = format!("agents.{agent}.mcp_servers `{}`", self.name);
+        let valid_name = !self.name.is_empty()
+            && self.name.len() <= 32
+            && self
+                .name
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
+        if !valid_name {
+            return Err(SettingsError::Invalid(format!(
+                "{at}: the name must be 1 to 32 ASCII letters, digits, `_` or `-` (it prefixes tool names)"
+            )));
+        }
+        match &self.transport {
+            McpTransportSettings::Stdio { command, .. } if command.trim().is_empty() => Err(
+                SettingsError::Invalid(format!("{at}: `command` must not be empty")),
+            ),
+            McpTransportSettings::Http { url, .. }
+                if !(url.starts_with("http://") || url.starts_with("https://")) =>
+            {
+                Err(SettingsError::Invalid(format!(
+                    "{at}: `url` must be an http(s) URL"
+                )))
+            }
+            _ if self.connect_timeout_secs == 0 => Err(SettingsError::Invalid(format!(
+                "{at}: connect_timeout_secs must be at least 1"
+            ))),
+            _ => Ok(()),
+        }
+    }
+
+    /// Whether any tool of this server may need approval.
+    fn needs_approval(&self) -> bool {
+        self.tools.values().any(|tool| {
+            !matches!(
+                tool.approval,
+                ApprovalPolicySetting::Unset | ApprovalPolicySetting::Fixed(FixedApproval::Never)
+            )
+        })
+    }
+}
+
+impl AgentSettings {
+    /// Checks the agent's MCP servers: valid and distinct names.
+    fn validate_mcp_servers(&self, agent: &str) -> Result<(), SettingsError> {
+        let mut names = std::collections::BTreeSet::new();
+        for server in &self.mcp_servers {
+            server.validate(agent)?;
+            if !names.insert(server.name.as_str()) {
+                return Err(SettingsError::Invalid(format!(
+                    "agents.{agent}: two MCP servers are named `{}`",
+                    server.name
+                )));
+            }
+        }
+        Ok(())
+    }
+}
+
 /// How a `state` tool writes its key.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -939,6 +1098,7 @@ impl Settings {
                     )));
                 }
             }
+            agent.validate_mcp_servers(name)?;
             let mut seen = std::collections::BTreeSet::new();
             for tool in &agent.tools {
                 if !seen.insert(tool.name.as_str()) {
@@ -950,13 +1110,17 @@ impl Settings {
             }
         }
         let needs_approval_key = self.agents.values().any(|agent| {
-            agent.tools.iter().any(|tool| {
-                !matches!(
-                    tool.approval,
-                    ApprovalPolicySetting::Unset
-                        | ApprovalPolicySetting::Fixed(FixedApproval::Never)
-                )
-            })
+            agent
+                .mcp_servers
+                .iter()
+                .any(McpServerSettings::needs_approval)
+                || agent.tools.iter().any(|tool| {
+                    !matches!(
+                        tool.approval,
+                        ApprovalPolicySetting::Unset
+                            | ApprovalPolicySetting::Fixed(FixedApproval::Never)
+                    )
+                })
         });
         let keys = self.security.approval_key_list();
         if needs_approval_key
@@ -1241,6 +1405,43 @@ everything = { tool = "write_document", tool_argument = "*" }
 
         let vars = with_env(&[("APP_DEMO_AGENTS", "false")]).unwrap();
         assert!(!vars.demo_agents);
+    }
+
+    #[test]
+    fn mcp_servers_need_distinct_names_that_can_prefix_tool_names() {
+        let server = |name: &str| McpServerSettings {
+            name: name.into(),
+            transport: McpTransportSettings::Stdio {
+                command: "server".into(),
+                args: Vec::new(),
+                env: BTreeMap::new(),
+                cwd: None,
+            },
+            include: Vec::new(),
+            exclude: Vec::new(),
+            optional: false,
+            connect_timeout_secs: 30,
+            tools: BTreeMap::new(),
+        };
+        let with = |servers: Vec<McpServerSettings>| {
+            let mut settings = Settings::embedded_default().unwrap();
+            let agent = settings.default_agent.clone();
+            settings.agents.get_mut(&agent).unwrap().mcp_servers = servers;
+            settings.validate()
+        };
+        assert!(with(vec![server("files"), server("tickets")]).is_ok());
+        assert!(with(vec![server("files"), server("files")]).is_err());
+        assert!(with(vec![server("my files")]).is_err());
+        assert!(with(vec![server("")]).is_err());
+
+        let files = server("files");
+        assert_eq!(files.tool_name("read_file").unwrap(), "files__read_file");
+        assert_eq!(
+            files.tool_name("fs.read/all").unwrap(),
+            "files__fs_read_all"
+        );
+        assert!(files.tool_name(&"x".repeat(57)).is_some());
+        assert!(files.tool_name(&"x".repeat(58)).is_none(), "65 characters");
     }
 
     #[test]

@@ -25,7 +25,7 @@ use sha2::{Digest, Sha256};
 
 use super::approval_id::{ApprovalId, KEY_ID_LEN, MAX_RESTORE_BYTES, TAG_LEN};
 use super::RestoreState;
-use crate::settings::{ApprovalPolicySetting, FixedApproval, ToolSettings};
+use crate::settings::{AgentSettings, ApprovalPolicySetting, FixedApproval, ToolSettings};
 
 /// When one tool needs approval.
 #[derive(Clone)]
@@ -59,29 +59,69 @@ impl ApprovalPolicies {
     pub fn from_settings(tools: &[ToolSettings]) -> Result<Self, String> {
         let mut policies = ApprovalPolicies::default();
         for tool in tools {
-            let policy = match &tool.approval {
-                ApprovalPolicySetting::Unset
-                | ApprovalPolicySetting::Fixed(FixedApproval::Never) => continue,
-                ApprovalPolicySetting::Fixed(FixedApproval::Always) => Policy::Always,
-                ApprovalPolicySetting::When { when } => {
-                    Policy::When(Arc::new(jsonschema::validator_for(when).map_err(|e| {
-                        format!(
-                            "tool `{}`: approval.when is not a valid JSON Schema: {e}",
-                            tool.name
-                        )
-                    })?))
-                }
-            };
-            policies.tools.insert(
-                tool.name.clone(),
-                ToolApproval {
-                    policy,
-                    allow_edit: tool.allow_edit,
-                    message: tool.approval_message.clone(),
-                },
-            );
+            policies.add(
+                &tool.name,
+                &tool.approval,
+                tool.allow_edit,
+                tool.approval_message.clone(),
+            )?;
         }
         Ok(policies)
+    }
+
+    /// The policies of an agent's configured tools and of its MCP servers' tools (by the
+    /// prefixed names the model sees).
+    ///
+    /// # Errors
+    /// A `when` that is not a valid JSON Schema.
+    pub fn for_agent(agent: &AgentSettings) -> Result<Self, String> {
+        let mut policies = ApprovalPolicies::from_settings(&agent.tools)?;
+        for server in &agent.mcp_servers {
+            for (tool, options) in &server.tools {
+                let name = server.tool_name(tool).ok_or_else(|| {
+                    format!(
+                        "MCP server `{}`: tool `{tool}` makes a name longer than 64 characters",
+                        server.name
+                    )
+                })?;
+                policies.add(
+                    &name,
+                    &options.approval,
+                    options.allow_edit,
+                    options.approval_message.clone(),
+                )?;
+            }
+        }
+        Ok(policies)
+    }
+
+    fn add(
+        &mut self,
+        tool: &str,
+        approval: &ApprovalPolicySetting,
+        allow_edit: bool,
+        message: Option<String>,
+    ) -> Result<(), String> {
+        let policy = match approval {
+            ApprovalPolicySetting::Unset | ApprovalPolicySetting::Fixed(FixedApproval::Never) => {
+                return Ok(())
+            }
+            ApprovalPolicySetting::Fixed(FixedApproval::Always) => Policy::Always,
+            ApprovalPolicySetting::When { when } => {
+                Policy::When(Arc::new(jsonschema::validator_for(when).map_err(|e| {
+                    format!("tool `{tool}`: approval.when is not a valid JSON Schema: {e}")
+                })?))
+            }
+        };
+        self.tools.insert(
+            tool.to_owned(),
+            ToolApproval {
+                policy,
+                allow_edit,
+                message,
+            },
+        );
+        Ok(())
     }
 
     pub fn is_empty(&self) -> bool {

@@ -110,7 +110,7 @@ impl ChatAgent {
 
 impl Agent for ChatAgent {
     fn run(&self, request: RunRequest) -> Result<AgentStream, AgentError> {
-        let mut server_tools = self.tools.clone();
+        let mut server_tools = self.tools.for_run();
         let mut client_tools: HashSet<String> = HashSet::new();
         let mut client_specs: Vec<ToolSpec> = Vec::new();
         for tool in &request.tools {
@@ -208,6 +208,7 @@ impl Agent for ChatAgent {
             model_calls: 0,
             queue: VecDeque::new(),
             phase: Phase::CallModel,
+            progress: tools::ProgressChannel::new(),
         };
         state.start_with_decisions(request.decisions);
         Ok(stream::unfold(Box::new(state), RunState::next).boxed())
@@ -232,6 +233,7 @@ struct RunState {
     /// Updates produced but not yet yielded.
     queue: VecDeque<AgentUpdate>,
     phase: Phase,
+    progress: tools::ProgressChannel,
 }
 
 enum Phase {
@@ -322,13 +324,20 @@ impl RunState {
                 Phase::RunningTools {
                     mut running,
                     then_stop,
-                } => match running.next().await {
-                    Some(outcome) => {
-                        self.finish_tool_call(outcome);
+                } => tokio::select! {
+                    biased;
+                    Some(progress) = self.progress.receiver.recv() => {
+                        self.queue.push_back(AgentUpdate::ToolProgress(progress));
                         self.phase = Phase::RunningTools { running, then_stop };
                     }
-                    None if then_stop => self.phase = Phase::Done,
-                    None => self.phase = Phase::CallModel,
+                    finished = running.next() => match finished {
+                        Some(outcome) => {
+                            self.finish_tool_call(outcome);
+                            self.phase = Phase::RunningTools { running, then_stop };
+                        }
+                        None if then_stop => self.phase = Phase::Done,
+                        None => self.phase = Phase::CallModel,
+                    },
                 },
             }
         }
@@ -431,6 +440,7 @@ impl RunState {
             run_id: self.run_id.clone(),
             tool_call_id: call.id.clone(),
             state: Some(self.state.clone()),
+            progress: Some(self.progress.sender.clone()),
         };
         let span = trace::tool_span(&call);
         let traced = span.clone();

@@ -147,6 +147,9 @@ pub enum AgentUpdate {
     /// A call waiting for approval. The approval gate turns it into an interrupt or a client
     /// tool call; one that reaches the encoder is a wiring bug and ends the run.
     ApprovalRequest(ApprovalRequest),
+    /// How far a running server tool has got: shown as a status update when the agent has
+    /// status enabled, otherwise not sent.
+    ToolProgress(crate::tools::ToolProgress),
 }
 
 impl From<EventBody> for AgentUpdate {

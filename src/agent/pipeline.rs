@@ -24,10 +24,11 @@ use super::middleware::{
 use super::{Agent, ChatAgent, ChatAgentConfig};
 use crate::llm::LlmClient;
 use crate::settings::AgentSettings;
-use crate::tools::{Tool, ToolRegistry};
+use crate::tools::{Tool, ToolRegistry, ToolSource};
 
 /// Builds the agent named `name` from its settings, with `extra_tools` registered after the
-/// configured ones (a Rust tool of the same name replaces a configured one).
+/// configured ones (a Rust tool of the same name replaces a configured one) and the tools of
+/// `tool_sources` (its MCP servers) as they are when each run starts.
 ///
 /// # Errors
 /// A misconfigured tool or state schema, described for the operator.
@@ -36,13 +37,17 @@ pub fn build(
     settings: &AgentSettings,
     llm: LlmClient,
     extra_tools: &[Arc<dyn Tool>],
+    tool_sources: Vec<Arc<dyn ToolSource>>,
     approval_keys: &[String],
 ) -> Result<Arc<dyn Agent>, String> {
     let mut tools = ToolRegistry::from_settings(&settings.tools).map_err(|e| e.to_string())?;
     for tool in extra_tools {
         tools.register(tool.clone()).map_err(|e| e.to_string())?;
     }
-    let approvals = ApprovalPolicies::from_settings(&settings.tools)?;
+    for source in tool_sources {
+        tools.add_source(source);
+    }
+    let approvals = ApprovalPolicies::for_agent(settings)?;
     let config = ChatAgentConfig {
         name: name.to_owned(),
         instructions: settings.instructions.clone(),

@@ -47,7 +47,7 @@ pub use discovery::Discovery;
 pub use error::ApiError;
 pub use limits::{RunLimits, Shutdown};
 pub use metrics::Metrics;
-pub use ops::Readiness;
+pub use ops::{McpDown, McpReport, Readiness};
 
 /// The request-id header: accepted from the client (or a proxy) or generated, and returned.
 const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");

@@ -22,6 +22,24 @@ use crate::settings::{LlmProvider, Settings};
 #[derive(Debug)]
 pub struct Readiness {
     upstream: Option<UpstreamProbe>,
+    mcp: Option<McpReport>,
+}
+
+/// Which MCP servers are down now, as `agent/server` names: required ones make the replica
+/// not ready, optional ones are only reported.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct McpDown {
+    pub required: Vec<String>,
+    pub optional: Vec<String>,
+}
+
+/// Asks the MCP supervisors which servers are down (cheap: no request is sent).
+pub struct McpReport(pub Box<dyn Fn() -> McpDown + Send + Sync>);
+
+impl std::fmt::Debug for McpReport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("McpReport")
+    }
 }
 
 #[derive(Debug)]
@@ -65,7 +83,16 @@ impl Readiness {
                 }
             }
         };
-        Readiness { upstream }
+        Readiness {
+            upstream,
+            mcp: None,
+        }
+    }
+
+    /// Also reports MCP servers that are down.
+    pub fn with_mcp(mut self, report: McpReport) -> Self {
+        self.mcp = Some(report);
+        self
     }
 }
 
@@ -119,8 +146,28 @@ pub(super) async fn ready(State(state): State<AppState>) -> Response {
         Some(probe) if probe.reachable().await => "ok",
         Some(_) => return not_ready("upstream_unreachable"),
     };
-    Json(json!({"status": "ready", "checks": {"config": "ok", "upstream": upstream}}))
-        .into_response()
+    let mut checks = json!({"config": "ok", "upstream": upstream});
+    if let Some(report) = &state.readiness.mcp {
+        let down = (report.0)();
+        if !down.required.is_empty() {
+            return (
+                StatusCode::SERVICE_UNAVAILABLE,
+                Json(json!({
+                    "status": "not_ready",
+                    "reason": "mcp_server_down",
+                    "mcp_down": down.required,
+                    "mcp_optional_down": down.optional,
+                })),
+            )
+                .into_response();
+        }
+        checks["mcp"] = if down.optional.is_empty() {
+            json!("ok")
+        } else {
+            json!({"optional_down": down.optional})
+        };
+    }
+    Json(json!({"status": "ready", "checks": checks})).into_response()
 }
 
 fn not_ready(reason: &'static str) -> Response {

@@ -314,6 +314,9 @@ impl Pump {
                 }
                 self.encoder.add_interrupt(interrupt)
             }
+            Ok(Some(Ok(AgentUpdate::ToolProgress(_)))) => {
+                // Only the status middleware shows progress; without it there is nothing to send.
+            }
             Ok(Some(Ok(AgentUpdate::ApprovalRequest(request)))) => {
                 tracing::error!(
                     tool = %request.tool_name,

@@ -10,6 +10,7 @@
 //! a [`StateUpdate`] for the shared state, like a LangGraph `Command(update=...)`.
 
 mod http_post;
+pub mod mcp;
 mod state_write;
 mod static_result;
 
@@ -122,6 +123,43 @@ pub struct ToolContext {
     pub tool_call_id: String,
     /// The client's state at the start of the run, if it sent one.
     pub state: Option<Value>,
+    /// Where the tool may report progress while it runs (shown as status updates when the agent
+    /// has status enabled). Reports that do not fit are dropped: progress is advisory.
+    pub progress: Option<tokio::sync::mpsc::Sender<ToolProgress>>,
+}
+
+/// One run's channel for the progress reports of its running tools, yielded between their
+/// results. Bounded: reports that do not fit are dropped, since progress is advisory.
+#[derive(Debug)]
+pub struct ProgressChannel {
+    pub sender: tokio::sync::mpsc::Sender<ToolProgress>,
+    pub receiver: tokio::sync::mpsc::Receiver<ToolProgress>,
+}
+
+impl ProgressChannel {
+    /// Reports held before new ones are dropped.
+    const BACKLOG: usize = 64;
+
+    pub fn new() -> Self {
+        let (sender, receiver) = tokio::sync::mpsc::channel(Self::BACKLOG);
+        ProgressChannel { sender, receiver }
+    }
+}
+
+impl Default for ProgressChannel {
+    fn default() -> Self {
+        ProgressChannel::new()
+    }
+}
+
+/// How far a running tool call has got.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolProgress {
+    pub tool_call_id: String,
+    pub tool_name: String,
+    pub progress: f64,
+    pub total: Option<f64>,
+    pub message: Option<String>,
 }
 
 /// Why a tool call produced no result.
@@ -200,6 +238,27 @@ impl fmt::Debug for RegisteredTool {
 }
 
 impl RegisteredTool {
+    /// Compiles the tool's argument validator.
+    ///
+    /// # Errors
+    /// The tool's parameters are not a valid JSON Schema.
+    pub fn new(tool: Arc<dyn Tool>) -> Result<Self, ToolSetupError> {
+        let definition = tool.definition();
+        let schema = &definition.parameters;
+        // An empty schema accepts everything: nothing to compile.
+        let validator = if schema.as_object().is_some_and(|o| o.is_empty()) {
+            None
+        } else {
+            let validator =
+                jsonschema::validator_for(schema).map_err(|e| ToolSetupError::InvalidSchema {
+                    tool: definition.name.clone(),
+                    message: e.to_string(),
+                })?;
+            Some(Arc::new(validator))
+        };
+        Ok(RegisteredTool { tool, validator })
+    }
+
     /// Checks the arguments against the tool's schema.
     ///
     /// # Errors
@@ -234,15 +293,26 @@ pub fn schema_violations(validator: &jsonschema::Validator, instance: &Value) ->
     (!problems.is_empty()).then(|| problems.join("; "))
 }
 
+/// Tools whose list changes while the service runs (an MCP server's): the registry asks for
+/// the current list once per run, so a run sees one consistent set.
+pub trait ToolSource: Send + Sync + 'static {
+    /// The tools available now, by name.
+    fn current_tools(&self) -> Arc<BTreeMap<String, RegisteredTool>>;
+}
+
 /// The server-side tools of one agent, by name.
 #[derive(Clone, Default)]
 pub struct ToolRegistry {
     tools: BTreeMap<String, RegisteredTool>,
+    sources: Vec<Arc<dyn ToolSource>>,
 }
 
 impl fmt::Debug for ToolRegistry {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_list().entries(self.tools.keys()).finish()
+        f.debug_struct("ToolRegistry")
+            .field("tools", &self.tools.keys().collect::<Vec<_>>())
+            .field("sources", &self.sources.len())
+            .finish()
     }
 }
 
@@ -329,22 +399,34 @@ impl ToolRegistry {
     /// # Errors
     /// The tool's parameters are not a valid JSON Schema.
     pub fn register(&mut self, tool: Arc<dyn Tool>) -> Result<(), ToolSetupError> {
-        let definition = tool.definition();
-        let schema = &definition.parameters;
-        // An empty schema accepts everything: nothing to compile.
-        let validator = if schema.as_object().is_some_and(|o| o.is_empty()) {
-            None
-        } else {
-            let validator =
-                jsonschema::validator_for(schema).map_err(|e| ToolSetupError::InvalidSchema {
-                    tool: definition.name.clone(),
-                    message: e.to_string(),
-                })?;
-            Some(Arc::new(validator))
-        };
-        let name = definition.name.clone();
-        self.tools.insert(name, RegisteredTool { tool, validator });
+        let registered = RegisteredTool::new(tool)?;
+        let name = registered.tool.definition().name.clone();
+        self.tools.insert(name, registered);
         Ok(())
+    }
+
+    /// Adds a source of tools that may change over time; see [`ToolRegistry::for_run`].
+    pub fn add_source(&mut self, source: Arc<dyn ToolSource>) {
+        self.sources.push(source);
+    }
+
+    /// The tools one run works with: the registered ones and every source's current tools (a
+    /// registered tool wins over a source's tool of the same name).
+    pub fn for_run(&self) -> ToolRegistry {
+        if self.sources.is_empty() {
+            return self.clone();
+        }
+        let mut tools = BTreeMap::new();
+        for source in &self.sources {
+            for (name, tool) in source.current_tools().iter() {
+                tools.entry(name.clone()).or_insert_with(|| tool.clone());
+            }
+        }
+        tools.extend(self.tools.iter().map(|(k, v)| (k.clone(), v.clone())));
+        ToolRegistry {
+            tools,
+            sources: Vec::new(),
+        }
     }
 
     pub fn get(&self, name: &str) -> Option<&RegisteredTool> {
@@ -361,9 +443,9 @@ impl ToolRegistry {
 
     /// This registry without the tool named `name`.
     pub fn without(&self, name: &str) -> ToolRegistry {
-        let mut tools = self.tools.clone();
-        tools.remove(name);
-        ToolRegistry { tools }
+        let mut registry = self.clone();
+        registry.tools.remove(name);
+        registry
     }
 
     pub fn is_empty(&self) -> bool {

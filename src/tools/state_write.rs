@@ -101,6 +101,7 @@ mod tests {
 
     fn context(state: Value) -> ToolContext {
         ToolContext {
+            progress: None,
             thread_id: "t".into(),
             run_id: "r".into(),
             tool_call_id: "c".into(),

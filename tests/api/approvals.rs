@@ -268,7 +268,7 @@ pub(crate) fn client_history(before: &[Value], events: &[Value]) -> Vec<Value> {
 
 /// The interrupts the run ended with (fails unless the outcome is `interrupt`).
 #[track_caller]
-fn interrupts(events: &[Value]) -> Vec<Value> {
+pub(crate) fn interrupts(events: &[Value]) -> Vec<Value> {
     let finished = last(events);
     assert_eq!(finished["type"], "RUN_FINISHED", "{:?}", types(events));
     assert_eq!(

@@ -25,6 +25,11 @@ async fn every_shipped_example_starts_and_answers_a_run_with_the_offline_model()
             Settings::load(Some(&path)).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
         settings.llm.provider = LlmProvider::Offline;
         settings.server.port = 0;
+        // MCP servers start processes fetched from npm: `mcp::the_mcp_example_pins_the_tested_
+        // reference_server` checks the MCP example, and the MCP tests run those servers.
+        for agent in settings.agents.values_mut() {
+            agent.mcp_servers.clear();
+        }
         let agent = settings.default_agent.clone();
         let app = App::build(settings)
             .await

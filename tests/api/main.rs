@@ -30,6 +30,7 @@ mod health;
 mod history;
 mod hostile_input;
 mod limits;
+mod mcp;
 mod metrics;
 mod predicted_state_confirmation;
 mod predictive_state;

@@ -108,7 +108,7 @@ impl Agent for PredictiveStateDeltas {
             inner,
             PredictiveMapper {
                 rules: self.rules.clone(),
-                tools: self.tools.clone(),
+                tools: self.tools.for_run(),
                 client_tools,
                 view,
                 synced,

@@ -83,6 +83,11 @@ impl UpdateMapper for StatusMapper {
         update: AgentUpdate,
         out: &mut Vec<AgentUpdate>,
     ) -> Result<(), AgentError> {
+        if let AgentUpdate::ToolProgress(progress) = &update {
+            let message = progress_message(progress);
+            self.publish("calling_tool", &message, Some(&progress.tool_name), out);
+            return Ok(());
+        }
         let status = match &update {
             AgentUpdate::Event(EventBody::StateSnapshot(snapshot)) => {
                 self.state_is_object = snapshot.snapshot.is_object();
@@ -108,6 +113,21 @@ impl UpdateMapper for StatusMapper {
     fn on_end(&mut self, out: &mut Vec<AgentUpdate>) -> Result<(), AgentError> {
         self.publish("completed", "Done", None, out);
         Ok(())
+    }
+}
+
+/// A tool's progress as a status message: its own message, else "50%" or "3 of 10" style.
+fn progress_message(progress: &crate::tools::ToolProgress) -> String {
+    let amount = match progress.total {
+        Some(total) if total > 0.0 => format!(
+            "{:.0}%",
+            (progress.progress / total * 100.0).clamp(0.0, 100.0)
+        ),
+        _ => format!("{}", progress.progress),
+    };
+    match &progress.message {
+        Some(message) if !message.is_empty() => format!("{message} ({amount})"),
+        _ => format!("{} in progress ({amount})", progress.tool_name),
     }
 }
 

@@ -1,0 +1,216 @@
+//! An MCP server built with `rmcp`, for the MCP integration tests and the MCP benchmark: tools
+//! the reference server does not have.
+//!
+//! - `slow {seconds}`: reports progress every 100 ms, then answers; a cancelled call is counted;
+//! - `cancelled_calls {}`: how many `slow` calls were cancelled;
+//! - `plan {title, steps}`: answers `structuredContent` (a plan with steps), for state rules;
+//! - `add_tool {name}`: adds a tool `name` and sends `notifications/tools/list_changed`;
+//! - `whoami {}`: the `x-agui-*` headers of the HTTP request that carried the call;
+//! - `ping {}`: answers `pong` (the benchmark's call).
+//!
+//! `cargo run --example mcp_test_server -- stdio` serves on standard input and output;
+//! `-- http` serves streamable HTTP on a free local port and prints `http://127.0.0.1:<port>/mcp`
+//! as its first line.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ListToolsResult,
+    PaginatedRequestParams, ProgressNotificationParam, ServerCapabilities, ServerConfig, Tool,
+};
+use rmcp::service::RequestContext;
+use rmcp::{ErrorData, RoleServer, ServerHandler, ServiceExt};
+use serde_json::{json, Map, Value};
+
+/// Calls of `slow` that were cancelled, in this process.
+static CANCELLED: AtomicUsize = AtomicUsize::new(0);
+
+#[derive(Clone, Default)]
+struct TestServer {
+    /// Tools added by `add_tool`, shared by every session of the process.
+    added: Arc<Mutex<Vec<String>>>,
+}
+
+fn schema(value: Value) -> Arc<Map<String, Value>> {
+    match value {
+        Value::Object(map) => Arc::new(map),
+        _ => unreachable!("schemas are objects"),
+    }
+}
+
+impl TestServer {
+    fn tools(&self) -> Vec<Tool> {
+        let empty = || schema(json!({"type": "object", "properties": {}}));
+        let mut tools = vec![
+            Tool::new(
+                "slow",
+                "Waits, reporting progress",
+                schema(
+                    json!({"type": "object", "properties": {"seconds": {"type": "number"}}, "required": ["seconds"]}),
+                ),
+            ),
+            Tool::new(
+                "cancelled_calls",
+                "How many slow calls were cancelled",
+                empty(),
+            ),
+            Tool::new(
+                "plan",
+                "Makes a plan",
+                schema(json!({"type": "object", "properties": {
+                    "title": {"type": "string"},
+                    "steps": {"type": "array", "items": {"type": "string"}}
+                }, "required": ["title", "steps"]})),
+            ),
+            Tool::new(
+                "add_tool",
+                "Adds a tool",
+                schema(
+                    json!({"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]}),
+                ),
+            ),
+            Tool::new("whoami", "The identity headers of the call", empty()),
+            Tool::new("ping", "Answers pong", empty()),
+        ];
+        for name in self.added.lock().unwrap().iter() {
+            tools.push(Tool::new(name.clone(), "An added tool", empty()));
+        }
+        tools
+    }
+
+    async fn slow(
+        &self,
+        arguments: &Map<String, Value>,
+        context: &RequestContext<RoleServer>,
+    ) -> CallToolResult {
+        let seconds = arguments
+            .get("seconds")
+            .and_then(Value::as_f64)
+            .unwrap_or(1.0);
+        let token = context.meta.get_progress_token();
+        let steps = ((seconds * 10.0).ceil() as u64).max(1);
+        for step in 1..=steps {
+            tokio::select! {
+                () = context.ct.cancelled() => {
+                    CANCELLED.fetch_add(1, Ordering::SeqCst);
+                    return CallToolResult::error(vec![ContentBlock::text("cancelled")]);
+                }
+                () = tokio::time::sleep(Duration::from_millis(100)) => {}
+            }
+            if let Some(token) = &token {
+                let progress = ProgressNotificationParam::new(token.clone(), step as f64)
+                    .with_total(steps as f64)
+                    .with_message(format!("step {step} of {steps}"));
+                let _ = context.peer.notify_progress(progress).await;
+            }
+        }
+        CallToolResult::success(vec![ContentBlock::text(format!("slept {seconds} s"))])
+    }
+}
+
+impl ServerHandler for TestServer {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(
+            ServerCapabilities::builder()
+                .enable_tools()
+                .enable_tool_list_changed()
+                .build(),
+        )
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        Ok(ListToolsResult::with_all_items(self.tools()))
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let arguments = request.arguments.clone().unwrap_or_default();
+        let text = |s: String| CallToolResult::success(vec![ContentBlock::text(s)]);
+        let result = match request.name.as_ref() {
+            "slow" => self.slow(&arguments, &context).await,
+            "cancelled_calls" => text(CANCELLED.load(Ordering::SeqCst).to_string()),
+            "ping" => text("pong".into()),
+            "plan" => {
+                let steps: Vec<Value> = arguments
+                    .get("steps")
+                    .and_then(Value::as_array)
+                    .into_iter()
+                    .flatten()
+                    .map(|step| json!({"description": step, "done": false}))
+                    .collect();
+                CallToolResult::structured(
+                    json!({"plan": {"title": arguments.get("title"), "steps": steps}}),
+                )
+            }
+            "add_tool" => {
+                let name = arguments
+                    .get("name")
+                    .and_then(Value::as_str)
+                    .unwrap_or("added")
+                    .to_owned();
+                self.added.lock().unwrap().push(name.clone());
+                let _ = context.peer.notify_tool_list_changed().await;
+                text(format!("added {name}"))
+            }
+            "whoami" => {
+                let headers: Map<String, Value> = context
+                    .extensions
+                    .get::<axum::http::request::Parts>()
+                    .map(|parts| {
+                        parts
+                            .headers
+                            .iter()
+                            .filter(|(name, _)| name.as_str().starts_with("x-agui-"))
+                            .map(|(name, value)| {
+                                (name.to_string(), json!(value.to_str().unwrap_or_default()))
+                            })
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                CallToolResult::structured(Value::Object(headers))
+            }
+            other if self.added.lock().unwrap().iter().any(|n| n == other) => {
+                text(format!("{other} was called"))
+            }
+            other => return Err(ErrorData::invalid_params(format!("no tool {other}"), None)),
+        };
+        Ok(CallToolResponse::Complete(result))
+    }
+}
+
+#[tokio::main]
+async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let mode = std::env::args().nth(1).unwrap_or_else(|| "stdio".into());
+    let server = TestServer::default();
+    if mode == "http" {
+        use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+        use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
+        let service = StreamableHttpService::new(
+            move || Ok(server.clone()),
+            Arc::new(LocalSessionManager::default()),
+            StreamableHttpServerConfig::default(),
+        );
+        let router = axum::Router::new().nest_service("/mcp", service);
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+        println!("http://{}/mcp", listener.local_addr()?);
+        // Without TCP_NODELAY each small SSE answer waits for the client's delayed ACK (~40 ms).
+        use axum::serve::ListenerExt;
+        let listener = listener.tap_io(|tcp| {
+            let _ = tcp.set_nodelay(true);
+        });
+        axum::serve(listener, router).await?;
+    } else {
+        let running = server.serve(rmcp::transport::stdio()).await?;
+        running.waiting().await?;
+    }
+    Ok(())
+}

@@ -1,0 +1,183 @@
+//! [`McpTool`]: one tool of an MCP server as a server tool of the agent. A call sends
+//! `tools/call`; a call dropped before its answer (the agent's tool timeout, or the run's
+//! client went away) sends `notifications/cancelled`, so the server can stop the work rather
+//! than finish it for nobody. Progress notifications of the call go to the run.
+
+use std::sync::{Arc, Weak};
+
+use futures_util::future::BoxFuture;
+use futures_util::FutureExt;
+use rmcp::model::{
+    CallToolRequest, CallToolRequestParams, CancelledNotification, CancelledNotificationParam,
+    ClientRequest, ProgressToken, RequestId, ServerResult,
+};
+use rmcp::service::PeerRequestOptions;
+use rmcp::RoleClient;
+use serde_json::Value;
+
+use super::{content, identity, McpServer, ProgressRoute};
+use crate::tools::{Tool, ToolContext, ToolDefinition, ToolError, ToolOutput};
+
+pub(super) struct McpTool {
+    definition: ToolDefinition,
+    /// The tool's name on the server.
+    remote_name: String,
+    server: Weak<McpServer>,
+}
+
+impl McpTool {
+    pub(super) fn new(server: Weak<McpServer>, name: &str, remote: &rmcp::model::Tool) -> Self {
+        let description = remote
+            .description
+            .as_deref()
+            .or(remote.title.as_deref())
+            .unwrap_or_default();
+        McpTool {
+            definition: ToolDefinition::new(
+                name,
+                description,
+                Value::Object(remote.input_schema.as_ref().clone()),
+            ),
+            remote_name: remote.name.to_string(),
+            server,
+        }
+    }
+
+    async fn invoke(
+        &self,
+        arguments: Value,
+        context: ToolContext,
+    ) -> Result<ToolOutput, ToolError> {
+        let server = self
+            .server
+            .upgrade()
+            .ok_or_else(|| ToolError::Failed("the MCP server is shut down".into()))?;
+        let peer = server.current_peer().ok_or_else(|| {
+            ToolError::Failed(format!(
+                "the MCP server `{}` is not connected; try again shortly",
+                server.settings.name
+            ))
+        })?;
+        let Value::Object(arguments) = arguments else {
+            return Err(ToolError::InvalidArguments(
+                "the arguments must be a JSON object".into(),
+            ));
+        };
+        let mut params = CallToolRequestParams::new(self.remote_name.clone());
+        params.arguments = Some(arguments);
+        let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
+        let mut options = PeerRequestOptions::no_options();
+        if server.sends_identity() {
+            options = options.with_meta(identity::meta(
+                &context.thread_id,
+                &context.run_id,
+                &server.agent,
+            ));
+        }
+        let handle = peer
+            .send_request_with_option(request, options)
+            .await
+            .map_err(|e| protocol_failure(&server, &e))?;
+        let mut guard = InFlight {
+            server: Arc::clone(&server),
+            peer: peer.clone(),
+            request: Some(handle.id.clone()),
+            progress_token: handle.progress_token.clone(),
+        };
+        if let Some(sender) = context.progress {
+            server
+                .progress
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .insert(
+                    handle.progress_token.clone(),
+                    ProgressRoute {
+                        sender,
+                        tool_call_id: context.tool_call_id,
+                        tool_name: self.definition.name.clone(),
+                    },
+                );
+        }
+        let answer = handle.await_response().await;
+        guard.request = None; // answered: nothing to cancel
+        match answer {
+            Ok(ServerResult::CallToolResult(result)) => content::result_to_output(result),
+            Ok(_) => Err(ToolError::Failed(
+                "the MCP server answered tools/call with something else than a tool result".into(),
+            )),
+            Err(error) => Err(protocol_failure(&server, &error)),
+        }
+    }
+}
+
+/// A failure of the connection or the protocol, as a tool error the model can read (details
+/// in the log).
+fn protocol_failure(server: &McpServer, error: &rmcp::ServiceError) -> ToolError {
+    tracing::warn!(server = %server.settings.name, %error, "MCP call failed");
+    match error {
+        rmcp::ServiceError::McpError(error) => ToolError::Failed(format!(
+            "the MCP server refused the call: {}",
+            error.message
+        )),
+        rmcp::ServiceError::TransportClosed | rmcp::ServiceError::TransportSend(_) => {
+            ToolError::Failed(format!(
+                "the MCP server `{}` went away during the call",
+                server.settings.name
+            ))
+        }
+        _ => ToolError::Failed(format!(
+            "the MCP server `{}` failed to answer the call",
+            server.settings.name
+        )),
+    }
+}
+
+/// A call in flight: when dropped before its answer it tells the server to stop; either way
+/// it stops routing the call's progress.
+struct InFlight {
+    server: Arc<McpServer>,
+    peer: rmcp::Peer<RoleClient>,
+    request: Option<RequestId>,
+    progress_token: ProgressToken,
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.server
+            .progress
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&self.progress_token);
+        let Some(request_id) = self.request.take() else {
+            return;
+        };
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let peer = self.peer.clone();
+        let name = self.server.settings.name.clone();
+        runtime.spawn(async move {
+            let notification = CancelledNotification::new(CancelledNotificationParam::new(
+                Some(request_id),
+                Some("the call was abandoned (timed out or the run was cancelled)".into()),
+            ));
+            if let Err(error) = peer.send_notification(notification.into()).await {
+                tracing::debug!(server = %name, %error, "could not send MCP cancellation");
+            }
+        });
+    }
+}
+
+impl Tool for McpTool {
+    fn definition(&self) -> &ToolDefinition {
+        &self.definition
+    }
+
+    fn call<'a>(
+        &'a self,
+        arguments: Value,
+        context: ToolContext,
+    ) -> BoxFuture<'a, Result<ToolOutput, ToolError>> {
+        self.invoke(arguments, context).boxed()
+    }
+}

@@ -1,0 +1,261 @@
+//! One connection to an MCP server: starting it (a child process in its own process group, or
+//! streamable HTTP), listing its tools into the server's registry, and serving it until it
+//! ends or the service shuts down. Notifications arrive on rmcp's tasks; the handler only
+//! signals (`list_changed`) or forwards (progress), never awaits a request of its own.
+
+use std::collections::BTreeMap;
+use std::process::Stdio;
+use std::sync::{Arc, Weak};
+use std::time::Duration;
+
+use process_wrap::tokio::{CommandWrap, ProcessGroup};
+use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
+use rmcp::model::{ClientCapabilities, ClientConfig, Implementation, ProgressNotificationParam};
+use rmcp::service::{NotificationContext, RunningService};
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
+use rmcp::{ClientHandler, RoleClient, ServiceExt};
+use tokio::io::AsyncBufReadExt;
+
+use super::call::McpTool;
+use super::identity::{IdentityClient, IdentityHeaders};
+use super::McpServer;
+use crate::settings::McpTransportSettings;
+use crate::tools::{RegisteredTool, Tool};
+
+/// Variables a stdio server inherits from this service; everything else it gets must be
+/// configured in its `env` (so the model key and other secrets never reach it by accident).
+const INHERITED_VARIABLES: &[&str] = &[
+    "PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "TMPDIR",
+    "TERM",
+];
+
+/// How long a closing connection may take before it is abandoned (the child is killed).
+const CLOSE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Longest line of a server's standard error that is logged.
+const MAX_LOGGED_LINE: usize = 2000;
+
+/// The client side of one connection: what rmcp calls for the server's notifications.
+pub(super) struct Handler {
+    server: Weak<McpServer>,
+}
+
+impl ClientHandler for Handler {
+    async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
+        if let Some(server) = self.server.upgrade() {
+            server.list_changed.notify_one();
+        }
+    }
+
+    async fn on_progress(
+        &self,
+        params: ProgressNotificationParam,
+        _context: NotificationContext<RoleClient>,
+    ) {
+        if let Some(server) = self.server.upgrade() {
+            server.on_progress(
+                &params.progress_token,
+                params.progress,
+                params.total,
+                params.message,
+            );
+        }
+    }
+
+    fn get_info(&self) -> ClientConfig {
+        ClientConfig::new(
+            ClientCapabilities::default(),
+            Implementation::new("agui-host", env!("CARGO_PKG_VERSION")),
+        )
+    }
+}
+
+pub(super) type Live = RunningService<RoleClient, Handler>;
+
+/// Starts and initializes the server and lists its tools, within `connect_timeout_secs`.
+pub(super) async fn connect(server: &Arc<McpServer>) -> Result<Live, String> {
+    let timeout = Duration::from_secs(server.settings.connect_timeout_secs);
+    let attempt = async {
+        let handler = Handler {
+            server: Arc::downgrade(server),
+        };
+        let live = match &server.settings.transport {
+            McpTransportSettings::Stdio { .. } => {
+                let transport = spawn_child(server)?;
+                handler
+                    .serve(transport)
+                    .await
+                    .map_err(|e| format!("the MCP handshake failed: {e}"))?
+            }
+            McpTransportSettings::Http {
+                url,
+                headers_from_env,
+                identity_headers,
+            } => {
+                let client = IdentityClient {
+                    inner: http_client(headers_from_env)?,
+                    identity: IdentityHeaders::new(identity_headers)?,
+                };
+                let config = StreamableHttpClientTransportConfig::with_uri(url.as_str());
+                let transport = StreamableHttpClientTransport::with_client(client, config);
+                handler
+                    .serve(transport)
+                    .await
+                    .map_err(|e| format!("the MCP handshake with {url} failed: {e}"))?
+            }
+        };
+        list_tools(server, live.peer()).await?;
+        Ok(live)
+    };
+    match tokio::time::timeout(timeout, attempt).await {
+        Ok(result) => result,
+        Err(_) => Err(format!(
+            "no answer within connect_timeout_secs ({})",
+            timeout.as_secs()
+        )),
+    }
+}
+
+/// Serves a live connection until it ends (`false`) or the service shuts down (`true`, after
+/// closing it), re-listing the tools whenever the server says they changed.
+pub(super) async fn serve(server: &Arc<McpServer>, live: Live) -> bool {
+    let peer = live.peer().clone();
+    *server.peer.write().unwrap_or_else(|e| e.into_inner()) = Some(peer.clone());
+    let mut cancel = Some(live.cancellation_token());
+    let waiting = live.waiting();
+    tokio::pin!(waiting);
+    loop {
+        tokio::select! {
+            _ = &mut waiting => return server.shutdown.is_cancelled(),
+            () = server.shutdown.cancelled() => {
+                if let Some(cancel) = cancel.take() {
+                    cancel.cancel();
+                }
+                if tokio::time::timeout(CLOSE_TIMEOUT, &mut waiting).await.is_err() {
+                    tracing::warn!(server = %server.settings.name, "MCP connection did not close in time");
+                }
+                return true;
+            }
+            () = server.list_changed.notified() => {
+                match list_tools(server, &peer).await {
+                    Ok(()) => tracing::info!(
+                        agent = %server.agent, server = %server.settings.name,
+                        tools = server.current_tool_count(),
+                        "MCP tool list changed"
+                    ),
+                    Err(message) => tracing::warn!(
+                        agent = %server.agent, server = %server.settings.name, %message,
+                        "MCP tool list could not be refreshed; keeping the previous one"
+                    ),
+                }
+            }
+        }
+    }
+}
+
+/// Lists the server's tools (every page) and makes them the server's current tools.
+async fn list_tools(server: &Arc<McpServer>, peer: &rmcp::Peer<RoleClient>) -> Result<(), String> {
+    let listed = peer
+        .list_all_tools()
+        .await
+        .map_err(|e| format!("tools/list failed: {e}"))?;
+    let settings = &server.settings;
+    let mut tools = BTreeMap::new();
+    for remote in listed {
+        let remote_name = remote.name.to_string();
+        let wanted = (settings.include.is_empty() || settings.include.contains(&remote_name))
+            && !settings.exclude.contains(&remote_name);
+        if !wanted {
+            continue;
+        }
+        let Some(name) = settings.tool_name(&remote_name) else {
+            tracing::warn!(server = %settings.name, tool = %remote_name, "MCP tool skipped: its prefixed name is longer than 64 characters");
+            continue;
+        };
+        let tool = McpTool::new(Arc::downgrade(server), &name, &remote);
+        match RegisteredTool::new(Arc::new(tool) as Arc<dyn Tool>) {
+            Ok(registered) => {
+                if tools.insert(name.clone(), registered).is_some() {
+                    tracing::warn!(server = %settings.name, tool = %name, "two MCP tools map to the same name; the last one is used");
+                }
+            }
+            Err(error) => {
+                tracing::warn!(server = %settings.name, tool = %remote_name, %error, "MCP tool skipped")
+            }
+        }
+    }
+    *server.tools.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(tools);
+    Ok(())
+}
+
+/// Spawns a stdio server as the leader of a new process group (so closing it reaches anything
+/// it started, like the server `npx` runs), with its standard error logged.
+fn spawn_child(server: &Arc<McpServer>) -> Result<TokioChildProcess, String> {
+    let McpTransportSettings::Stdio {
+        command,
+        args,
+        env,
+        cwd,
+    } = &server.settings.transport
+    else {
+        return Err("not a stdio server".into());
+    };
+    let mut cmd = tokio::process::Command::new(command);
+    cmd.args(args).env_clear();
+    for variable in INHERITED_VARIABLES {
+        if let Some(value) = std::env::var_os(variable) {
+            cmd.env(variable, value);
+        }
+    }
+    for (name, from) in env {
+        let value = std::env::var_os(from).ok_or_else(|| {
+            format!("`env.{name}` needs the environment variable `{from}`, which is not set")
+        })?;
+        cmd.env(name, value);
+    }
+    if let Some(cwd) = cwd {
+        cmd.current_dir(cwd);
+    }
+    let mut wrapped = CommandWrap::from(cmd);
+    wrapped.wrap(ProcessGroup::leader());
+    let (child, stderr) = TokioChildProcess::builder(wrapped)
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| format!("cannot start `{command}`: {e}"))?;
+    *server.child_pid.lock().unwrap_or_else(|e| e.into_inner()) = child.id();
+    if let Some(stderr) = stderr {
+        let name = server.settings.name.clone();
+        tokio::spawn(async move {
+            let mut lines = tokio::io::BufReader::new(stderr).lines();
+            while let Ok(Some(line)) = lines.next_line().await {
+                let line: String = line.chars().take(MAX_LOGGED_LINE).collect();
+                tracing::debug!(server = %name, "{line}");
+            }
+        });
+    }
+    Ok(child)
+}
+
+/// The HTTP client of a streamable HTTP server, with its configured headers.
+fn http_client(headers_from_env: &BTreeMap<String, String>) -> Result<reqwest::Client, String> {
+    let mut headers = HeaderMap::new();
+    for (header, variable) in headers_from_env {
+        let name = HeaderName::from_bytes(header.as_bytes())
+            .map_err(|_| format!("`{header}` is not a valid header name"))?;
+        let value = std::env::var(variable).map_err(|_| {
+            format!(
+                "header `{header}` needs the environment variable `{variable}`, which is not set"
+            )
+        })?;
+        let mut value = HeaderValue::from_str(&value)
+            .map_err(|_| format!("the value of `{variable}` is not a valid header value"))?;
+        value.set_sensitive(true);
+        headers.insert(name, value);
+    }
+    reqwest::Client::builder()
+        .default_headers(headers)
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .map_err(|e| format!("cannot build the HTTP client: {e}"))
+}

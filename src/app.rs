@@ -15,7 +15,7 @@ use crate::http::{
     self, AppState, Discovery, McpDown, McpReport, Metrics, Readiness, RunLimits, Shutdown,
 };
 use crate::llm::{LlmClient, LlmError};
-use crate::settings::{Settings, SettingsError};
+use crate::settings::{Settings, SettingsError, MCP_TOOL_SEPARATOR};
 use crate::threads::{AgentTools, Threads};
 use crate::tools::mcp::{McpError, McpServers};
 use crate::tools::Tool;
@@ -318,6 +318,11 @@ fn agent_tools(settings: &Settings, extra_tools: &ExtraTools) -> BTreeMap<String
                 .map(|tool| tool.definition().name.clone());
             let tools = AgentTools {
                 server_tools: configured.chain(registered).collect(),
+                server_tool_prefixes: agent
+                    .mcp_servers
+                    .iter()
+                    .map(|server| format!("{}{MCP_TOOL_SEPARATOR}", server.name))
+                    .collect(),
                 declined_result: agent.approval.rejected_message.clone(),
             };
             (name.clone(), tools)

@@ -124,6 +124,7 @@ pub(super) async fn prepare(
             .collect();
         let expect = verify::Expectations {
             server_tools: &tools.server_tools,
+            server_tool_prefixes: &tools.server_tool_prefixes,
             client_tools: &client_tools,
             resumed_calls: &resumed_calls,
             declined_result: Some(tools.declined_result.as_str()),

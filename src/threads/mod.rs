@@ -119,6 +119,9 @@ pub struct Threads {
 pub struct AgentTools {
     /// Server tool names: a result for one of these must come from the server.
     pub server_tools: BTreeSet<String>,
+    /// Name prefixes of server tools whose list can change while the server runs (an MCP
+    /// server's `<name>__`): a result for a tool named so must come from the server too.
+    pub server_tool_prefixes: Vec<String>,
     /// The result the agent gives a call a person declined.
     pub declined_result: String,
 }

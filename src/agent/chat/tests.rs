@@ -5,6 +5,7 @@ use std::collections::VecDeque;
 
 use super::*;
 use crate::llm::LlmEvent;
+use crate::protocol::TextRole;
 
 fn text(delta: &str) -> LlmEvent {
     LlmEvent::TextDelta(delta.to_owned())

@@ -106,12 +106,22 @@ impl ChatAgent {
     }
 }
 
-impl Agent for ChatAgent {
-    fn run(&self, request: RunRequest) -> Result<AgentStream, AgentError> {
+/// The tools of one run: the server's (as its sources list them now) and the client's.
+struct RunTools {
+    server_tools: ToolRegistry,
+    client_tools: HashSet<String>,
+    /// What the model is offered: the server tools, then the client tools.
+    specs: Vec<ToolSpec>,
+}
+
+impl ChatAgent {
+    /// The run's tools: the server's, and the client's after their names are checked and a
+    /// clash with a server tool is settled by the agent's `tool_name_clash` policy.
+    fn tools_for_run(&self, requested: &[crate::protocol::Tool]) -> Result<RunTools, AgentError> {
         let mut server_tools = self.tools.for_run();
         let mut client_tools: HashSet<String> = HashSet::new();
         let mut client_specs: Vec<ToolSpec> = Vec::new();
-        for tool in &request.tools {
+        for tool in requested {
             if !tools::is_valid_tool_name(&tool.name) {
                 return Err(AgentError::InvalidInput {
                     code: "invalid_tool",
@@ -142,18 +152,10 @@ impl Agent for ChatAgent {
                 }
             }
             if client_tools.insert(tool.name.clone()) {
-                client_specs.push(ToolSpec {
-                    name: tool.name.clone(),
-                    description: tool.description.clone(),
-                    parameters: tool
-                        .parameters
-                        .clone()
-                        .filter(|p| p.as_object().is_some_and(|o| !o.is_empty()))
-                        .unwrap_or_else(tools::empty_object_schema),
-                });
+                client_specs.push(client_spec(tool));
             }
         }
-        let mut tool_specs: Vec<ToolSpec> = server_tools
+        let mut specs: Vec<ToolSpec> = server_tools
             .iter()
             .map(|tool| {
                 let definition = tool.definition();
@@ -164,7 +166,35 @@ impl Agent for ChatAgent {
                 }
             })
             .collect();
-        tool_specs.extend(client_specs);
+        specs.extend(client_specs);
+        Ok(RunTools {
+            server_tools,
+            client_tools,
+            specs,
+        })
+    }
+}
+
+/// A client tool as the model is offered it; no parameters (or `{}`) means an empty object.
+fn client_spec(tool: &crate::protocol::Tool) -> ToolSpec {
+    ToolSpec {
+        name: tool.name.clone(),
+        description: tool.description.clone(),
+        parameters: tool
+            .parameters
+            .clone()
+            .filter(|p| p.as_object().is_some_and(|o| !o.is_empty()))
+            .unwrap_or_else(tools::empty_object_schema),
+    }
+}
+
+impl Agent for ChatAgent {
+    fn run(&self, request: RunRequest) -> Result<AgentStream, AgentError> {
+        let RunTools {
+            server_tools,
+            client_tools,
+            specs: tool_specs,
+        } = self.tools_for_run(&request.tools)?;
 
         // Calls a person decided on are answered below, not by the history repair.
         let decided: HashSet<String> = request

@@ -248,6 +248,7 @@ fn assemble(
         readiness: Arc::new(Readiness::new(settings)),
         discovery,
         threads,
+        runs: http::Resumable::from_settings(settings),
     };
     let router = http::router(state, settings)?;
     Ok(Assembled {

@@ -54,7 +54,13 @@ struct Index {
     runs: HashMap<String, Arc<RunLog>>,
     /// Run ids in the order they were opened: the oldest is forgotten first.
     order: VecDeque<String>,
+    /// When expired runs were last dropped and the bytes of all runs last counted.
+    last_sweep: Option<Instant>,
 }
+
+/// How often the index is walked to drop expired runs and count bytes: walking it on every
+/// open would cost a lock per kept run on the path of every new run.
+const SWEEP_INTERVAL: Duration = Duration::from_secs(1);
 
 /// Why a run could not be opened.
 #[derive(Debug, thiserror::Error)]
@@ -102,13 +108,15 @@ impl RunLogs {
     /// The run `run_id` of `agent`, if it is kept and belongs to `scope`: another scope's run
     /// is as unknown as one that never existed.
     pub fn get(&self, run_id: &str, agent: &str, scope: &str) -> Option<Arc<RunLog>> {
-        let mut index = lock(&self.runs);
-        self.sweep(&mut index);
+        let index = lock(&self.runs);
         let log = index.runs.get(run_id)?;
-        (log.agent == agent && log.scope == scope).then(|| Arc::clone(log))
+        let visible = log.agent == agent
+            && log.scope == scope
+            && !log.expired(Instant::now(), self.limits.ttl);
+        visible.then(|| Arc::clone(log))
     }
 
-    /// How many runs are kept (for tests and metrics).
+    /// How many runs are kept (expired ones until the next sweep).
     pub fn len(&self) -> usize {
         lock(&self.runs).runs.len()
     }
@@ -117,21 +125,33 @@ impl RunLogs {
         self.len() == 0
     }
 
+    /// Makes room for one more run: at most once per [`SWEEP_INTERVAL`], drops expired runs and
+    /// the oldest past `max_bytes`; on every call, the oldest past `max_runs`. A run forgotten
+    /// here stays readable by whoever holds it; new readers get 404.
     fn sweep(&self, index: &mut Index) {
         let now = Instant::now();
-        let ttl = self.limits.ttl;
-        index.runs.retain(|_, log| !log.expired(now, ttl));
-        let Index { runs, order } = index;
-        order.retain(|id| runs.contains_key(id));
-        let mut bytes: usize = runs.values().map(|log| log.bytes()).sum();
-        // A run forgotten here stays readable by whoever holds it; new readers get 404.
-        while runs.len() >= self.limits.max_runs || bytes > self.limits.max_bytes {
+        let Index {
+            runs,
+            order,
+            last_sweep,
+        } = index;
+        if last_sweep.is_none_or(|last| now.duration_since(last) >= SWEEP_INTERVAL) {
+            *last_sweep = Some(now);
+            runs.retain(|_, log| !log.expired(now, self.limits.ttl));
+            order.retain(|id| runs.contains_key(id));
+            let mut bytes: usize = runs.values().map(|log| log.bytes()).sum();
+            while bytes > self.limits.max_bytes {
+                let Some(log) = order.pop_front().and_then(|oldest| runs.remove(&oldest)) else {
+                    break;
+                };
+                bytes = bytes.saturating_sub(log.bytes());
+            }
+        }
+        while runs.len() >= self.limits.max_runs {
             let Some(oldest) = order.pop_front() else {
                 break;
             };
-            if let Some(log) = runs.remove(&oldest) {
-                bytes -= log.bytes();
-            }
+            runs.remove(&oldest);
         }
     }
 }

@@ -28,6 +28,7 @@ fn pump(updates: AgentStream, deadline: Option<Duration>, stop: CancellationToke
         bytes_sent: 0,
         thread: None,
         lease_lost: None,
+        cancel: None,
     }
 }
 

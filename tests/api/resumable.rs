@@ -458,3 +458,32 @@ async fn a_run_id_still_streaming_cannot_be_reused_and_the_store_off_writes_no_i
         .unwrap();
     assert_eq!(caps["transport"]["resumable"], false);
 }
+
+#[tokio::test]
+async fn a_browser_may_reconnect_cross_origin_with_last_event_id() {
+    let origin = "https://app.example.com";
+    let app = spawn_app(|s| s.server.cors.allowed_origins = vec![origin.into()]).await;
+    let response = app
+        .client
+        .request(
+            reqwest::Method::OPTIONS,
+            format!("{}/assistant/runs/r/events", app.address),
+        )
+        .header("origin", origin)
+        .header("access-control-request-method", "GET")
+        .header("access-control-request-headers", "last-event-id")
+        .send()
+        .await
+        .unwrap();
+    assert!(response.status().is_success(), "{}", response.status());
+    let allowed = response
+        .headers()
+        .get("access-control-allow-headers")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
+        .to_ascii_lowercase();
+    assert!(
+        allowed.contains("last-event-id"),
+        "allow-headers: {allowed}"
+    );
+}

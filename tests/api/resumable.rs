@@ -487,3 +487,75 @@ async fn a_browser_may_reconnect_cross_origin_with_last_event_id() {
         "allow-headers: {allowed}"
     );
 }
+
+/// The conversation a client holds after a run: its user message, then the assistant's text
+/// as the stream delivered it, under the stream's message id.
+fn history_after(mut history: Vec<Value>, user_text: &str, frames: &[Frame]) -> Vec<Value> {
+    history
+        .push(json!({"id": format!("u-{}", history.len()), "role": "user", "content": user_text}));
+    for (message_id, text) in texts(&events(frames)) {
+        history.push(json!({"id": message_id, "role": "assistant", "content": text}));
+    }
+    history
+}
+
+fn thread_body(run_id: &str, history: &[Value]) -> Value {
+    let mut body = input(history.to_vec());
+    body["threadId"] = json!("t-next");
+    body["runId"] = json!(run_id);
+    body
+}
+
+#[tokio::test]
+async fn the_runs_after_a_resumed_and_a_stopped_run_go_on_with_the_conversation_the_client_saw() {
+    let app = spawn_app(|_| {}).await;
+    // Run 1: cut after two events, resumed to its end.
+    slow_text(&app);
+    let history = history_after(Vec::new(), "Go", &[]);
+    let mut first = FrameReader::new(app.post_run("/", &thread_body("r-1", &history)).await);
+    let mut run1 = vec![first.next().await.unwrap(), first.next().await.unwrap()];
+    drop(first);
+    run1.extend(
+        FrameReader::new(reconnect(&app, "r-1", Some(&run1[1].0)).await)
+            .rest()
+            .await,
+    );
+    assert_stitched("r-1", &run1);
+    let history = history_after(Vec::new(), "Go", &run1);
+
+    // Run 2, on the same thread with that history: stopped mid-answer.
+    app.fake
+        .push(Reply::Stall(vec![chunks::role(), chunks::text("Half")]));
+    let mut asked = history.clone();
+    asked.push(json!({"id": "u-2", "role": "user", "content": "More"}));
+    let mut second = FrameReader::new(app.post_run("/", &thread_body("r-2", &asked)).await);
+    let mut run2 = Vec::new();
+    while run2.len() < 3 {
+        run2.push(second.next().await.unwrap());
+    }
+    let stop = app
+        .client
+        .post(format!("{}/assistant/runs/r-2/stop", app.address))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(stop.status(), 202);
+    run2.extend(second.rest().await);
+    assert_stitched("r-2", &run2);
+    let history = history_after(history, "More", &run2);
+
+    // Run 3 goes on from what the client saw of both.
+    app.fake.push(Reply::Sse(chunks::text_reply(&["Done."])));
+    let mut asked = history.clone();
+    asked.push(json!({"id": "u-4", "role": "user", "content": "Thanks"}));
+    let run3 = FrameReader::new(app.post_run("/", &thread_body("r-3", &asked)).await)
+        .rest()
+        .await;
+    assert_stitched("r-3", &run3);
+    assert_eq!(run3.last().unwrap().1["outcome"]["type"], "success");
+    let sent = app.upstream_bodies().last().unwrap().clone();
+    assert_eq!(
+        roles(&sent),
+        ["system", "user", "assistant", "user", "assistant", "user"]
+    );
+}

@@ -80,7 +80,7 @@ pub(super) fn drive(state: &AppState, log: Arc<RunLog>, pump: Pump, span: tracin
     let grace = state.runs.as_deref().map_or(Duration::ZERO, |r| r.grace);
     // Attached before the driver starts, so the run never looks abandoned at its start.
     let first_reader = log.follow(0);
-    tokio::spawn(drive_run(Arc::clone(&log), pump, grace).instrument(span));
+    tokio::spawn(drive_run(log, pump, grace).instrument(span));
     match first_reader {
         Ok(follower) => reader_body(follower, state.keep_alive),
         // A new log starts at 0; should that ever change, fail the connection, not the run.
@@ -174,7 +174,7 @@ pub(super) async fn run_events(
     headers: HeaderMap,
     principal: Option<Extension<Principal>>,
 ) -> Result<Response, ApiError> {
-    let log = find(&state, &agent, &run_id, &headers, principal)?;
+    let log = find(&state, &agent, &run_id, &headers, principal.as_ref())?;
     let last_event_id = match headers.get("last-event-id") {
         Some(value) => Some(value.to_str().map_err(|_| invalid_cursor())?.to_owned()),
         None => query.last_event_id,
@@ -206,7 +206,7 @@ pub(super) async fn stop_run(
     headers: HeaderMap,
     principal: Option<Extension<Principal>>,
 ) -> Result<Response, ApiError> {
-    let log = find(&state, &agent, &run_id, &headers, principal)?;
+    let log = find(&state, &agent, &run_id, &headers, principal.as_ref())?;
     if log.is_ended() {
         let body = json!({"runId": run_id, "status": "ended"});
         return Ok((StatusCode::OK, Json(body)).into_response());
@@ -223,7 +223,7 @@ fn find(
     agent: &str,
     run_id: &str,
     headers: &HeaderMap,
-    principal: Option<Extension<Principal>>,
+    principal: Option<&Extension<Principal>>,
 ) -> Result<Arc<RunLog>, ApiError> {
     let not_found = || {
         ApiError::new(
@@ -234,8 +234,7 @@ fn find(
     };
     let resumable = state.runs.as_deref().ok_or_else(not_found)?;
     let threads = state.threads.as_deref().ok_or_else(not_found)?;
-    let scope =
-        threads::scope(threads, headers, principal.as_ref().map(|p| &p.0)).ok_or_else(not_found)?;
+    let scope = threads::scope(threads, headers, principal.map(|p| &p.0)).ok_or_else(not_found)?;
     resumable
         .logs
         .get(run_id, agent, &scope)

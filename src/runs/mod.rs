@@ -230,7 +230,7 @@ impl RunLog {
         let mut appended = 0;
         {
             let mut frames = lock(&self.frames);
-            for frame in split_frames(&batch) {
+            for frame in split_frames(batch) {
                 frames.bytes += frame.len();
                 frames.kept.push_back(frame);
                 appended += 1;
@@ -273,10 +273,12 @@ impl RunLog {
             if readers.wait_for(|n| *n == 0).await.is_err() {
                 return;
             }
-            match tokio::time::timeout(grace, readers.wait_for(|n| *n > 0)).await {
-                Err(_elapsed) => return,
-                Ok(Err(_closed)) => return,
-                Ok(Ok(_)) => continue,
+            // Still none after the grace period (or the log went away): abandoned.
+            if !matches!(
+                tokio::time::timeout(grace, readers.wait_for(|n| *n > 0)).await,
+                Ok(Ok(_))
+            ) {
+                return;
             }
         }
     }
@@ -334,7 +336,7 @@ struct Batch {
 
 /// Splits a batch on the blank line that ends each frame. serde_json escapes newlines inside
 /// strings, so `\n\n` only ever ends a frame.
-fn split_frames(batch: &Bytes) -> impl Iterator<Item = Bytes> + '_ {
+fn split_frames(batch: Bytes) -> impl Iterator<Item = Bytes> {
     let mut start = 0;
     std::iter::from_fn(move || {
         let rest = batch.get(start..)?;

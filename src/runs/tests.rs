@@ -37,7 +37,7 @@ async fn read_all(follower: &mut Follower) -> String {
 #[test]
 fn batches_split_into_frames_without_copying() {
     let bytes = batch(1..=3);
-    let frames: Vec<Bytes> = split_frames(&bytes).collect();
+    let frames: Vec<Bytes> = split_frames(bytes.clone()).collect();
     assert_eq!(frames.len(), 3);
     assert_eq!(frames[1], frame(2).as_bytes());
     assert_eq!(frames[0].as_ptr(), bytes.as_ptr());

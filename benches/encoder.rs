@@ -3,17 +3,34 @@
 //! `cargo bench --bench encoder` prints the time per run for a 200-token text reply and for a
 //! 476-fragment tool call (the bench harness's "text" and "predict" shapes); divide the event
 //! count by the time for events per second.
+//!
+//! The `_with_ids` variants write `id: <runId>:<seq>` on every frame, as a run with a thread
+//! store does; `_logged` also appends the frames to a run log (split into frames, no copy):
+//! the whole extra cost of a resumable run on the write path, side by side with the plain one.
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use std::hint::black_box;
+
+use agui_host::runs::{LogLimits, RunLogs};
+use agui_host::settings::RunSettings;
+use bytes::Bytes;
 
 use agui_host::protocol::{
     EventBody, ProtocolVersion, RunEncoder, TextMessageContent, TextMessageStart, TextRole,
     ToolCallArgs, ToolCallStart,
 };
 
-fn text_run(deltas: &[String]) -> Vec<u8> {
-    let mut encoder = RunEncoder::new(ProtocolVersion::V1, "thread-1".into(), "run-1".into());
+fn encoder(ids: bool) -> RunEncoder {
+    let encoder = RunEncoder::new(ProtocolVersion::V1, "thread-1".into(), "run-1".into());
+    if ids {
+        encoder.with_event_ids()
+    } else {
+        encoder
+    }
+}
+
+fn text_run(deltas: &[String], ids: bool) -> Vec<u8> {
+    let mut encoder = encoder(ids);
     let mut out = Vec::with_capacity(64 * 1024);
     encoder
         .push(
@@ -42,8 +59,8 @@ fn text_run(deltas: &[String]) -> Vec<u8> {
     out
 }
 
-fn tool_run(fragments: &[String]) -> Vec<u8> {
-    let mut encoder = RunEncoder::new(ProtocolVersion::V1, "thread-1".into(), "run-1".into());
+fn tool_run(fragments: &[String], ids: bool) -> Vec<u8> {
+    let mut encoder = encoder(ids);
     let mut out = Vec::with_capacity(64 * 1024);
     encoder
         .push(
@@ -78,11 +95,24 @@ fn bench(c: &mut Criterion) {
     let mut group = c.benchmark_group("encoder");
     group.throughput(Throughput::Elements(deltas.len() as u64 + 3));
     group.bench_function("text_run_200_deltas", |b| {
-        b.iter(|| text_run(black_box(&deltas)))
+        b.iter(|| text_run(black_box(&deltas), false))
+    });
+    group.bench_function("text_run_200_deltas_with_ids", |b| {
+        b.iter(|| text_run(black_box(&deltas), true))
+    });
+    let logs = RunLogs::new(LogLimits::from_settings(&RunSettings::default()));
+    group.bench_function("text_run_200_deltas_logged", |b| {
+        b.iter(|| {
+            let log = logs.open("run-1", "agent", "scope").unwrap();
+            log.append(Bytes::from(text_run(black_box(&deltas), true)), true);
+        })
     });
     group.throughput(Throughput::Elements(fragments.len() as u64 + 4));
     group.bench_function("tool_run_476_fragments", |b| {
-        b.iter(|| tool_run(black_box(&fragments)))
+        b.iter(|| tool_run(black_box(&fragments), false))
+    });
+    group.bench_function("tool_run_476_fragments_with_ids", |b| {
+        b.iter(|| tool_run(black_box(&fragments), true))
     });
     group.finish();
 }

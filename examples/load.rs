@@ -591,6 +591,11 @@ async fn one_run(
             if frame.starts_with(':') {
                 continue;
             }
+            // A logged run (any thread store) starts each frame with `id: <runId>:<seq>`.
+            let frame = match frame.strip_prefix("id: ") {
+                Some(rest) => rest.split_once('\n').map_or(rest, |(_, data)| data),
+                None => frame,
+            };
             let payload = frame
                 .strip_prefix("data: ")
                 .ok_or(format!("a frame that is not `data: `: {frame:?}"))?;

@@ -292,6 +292,7 @@ fn assemble(
         readiness: Arc::new(readiness(settings, mcp)),
         discovery,
         threads,
+        runs: http::Resumable::from_settings(settings),
     };
     let router = http::router(state, settings)?;
     Ok(Assembled {

@@ -28,6 +28,8 @@
 //! text         the id and truncation helpers every module shares (a leaf)
 //! threads      threads the server remembers: the store (memory, Redis), run leases, the
 //!              record of a run, the check of a client's history against it
+//! runs         the per-process log of each run's SSE frames: replay after a cursor, follow
+//!              live, stop (uses `settings` only)
 //! ```
 //! The command line (`src/cli/`: clap types, `check-config`, `healthcheck`, and the terminal
 //! client `agui-host chat`) belongs to the binary alone; the library does not compile it.
@@ -37,8 +39,8 @@
 //! any module may use `text` (ids, truncation); `telemetry` uses only `settings`, and any module
 //! may use it for spans and trace context; `llm` uses only `settings` (and `telemetry`); `tools`
 //! uses `settings`; `threads` uses `protocol` and `settings`; `agent` uses `protocol`, `llm`,
-//! `state` and `tools`; `http` uses `agent`, `protocol` and `threads`; `app` wires everything.
-//! The binary's `cli` uses the library's public API only.
+//! `state` and `tools`; `runs` uses `settings`; `http` uses `agent`, `protocol`, `threads` and
+//! `runs`; `app` wires everything. The binary's `cli` uses the library's public API only.
 //!
 //! # How a run flows
 //! ```text
@@ -55,14 +57,17 @@
 //!      closes anything open, downgrades shapes for 0.x clients, writes `data: <json>\n\n`
 //!   -> SSE response (keep-alive comments, no buffering, no compression)
 //! ```
-//! Dropping the response (disconnect, Stop) drops every stream above it, which closes the
-//! upstream request: no run outlives its client.
+//! Without a thread store, dropping the response (disconnect, Stop) drops every stream above
+//! it, which closes the upstream request: no run outlives its client. With a store, a task
+//! drives the run into its log (`runs`) and responses read the log, so a client can reconnect;
+//! the run is stopped on request or when no reader has been attached for the grace period.
 
 pub mod agent;
 pub mod app;
 pub mod http;
 pub mod llm;
 pub mod protocol;
+pub mod runs;
 pub mod settings;
 pub mod state;
 pub mod telemetry;

@@ -24,7 +24,9 @@ mod agent;
 pub use agent::*;
 mod keys;
 pub use keys::UnknownKey;
+mod runs;
 mod threads;
+pub use runs::{OnDisconnect, RunSettings};
 pub use threads::{ConcurrentRunPolicy, HistoryPolicy, ThreadSettings, ThreadStoreKind};
 
 /// The embedded default configuration (the same text as `config/default.toml`).
@@ -46,6 +48,9 @@ pub struct Settings {
     /// Threads the server remembers (`[threads]`; absent: the defaults).
     #[serde(default)]
     pub threads: ThreadSettings,
+    /// Runs that outlive their connection and the log to reconnect to (`[runs]`).
+    #[serde(default)]
+    pub runs: RunSettings,
     /// Name of the agent served on `POST /`.
     pub default_agent: String,
     /// The configured agents by name; each is also served on `POST /<name>`.

@@ -65,7 +65,8 @@ pub(super) async fn read_body_in_time(
     request: Request,
     next: Next,
 ) -> Response {
-    if request.method() == Method::POST {
+    // A POST without a body (`/<agent>/runs/<runId>/stop`) has no content type to check.
+    if request.method() == Method::POST && !http_body::Body::is_end_stream(request.body()) {
         if let Err(refusal) = require_json(request.headers()) {
             return refusal.into_response();
         }

@@ -62,12 +62,15 @@ impl Discovery {
             .collect();
         let agents = json!({ "defaultAgent": settings.default_agent, "agents": entries });
         let run_deadline_secs = settings.server.limits.run_deadline_secs;
+        // Runs are logged for reconnects exactly when there is a thread store (`http::runs`).
+        let resumable = settings.threads.store != crate::settings::ThreadStoreKind::Off;
         let capabilities = settings
             .agents
             .iter()
             .map(|(name, agent)| {
                 let extra = extra_tools.get(name).map(Vec::as_slice).unwrap_or_default();
-                let capabilities = agent_capabilities(name, agent, extra, run_deadline_secs);
+                let capabilities =
+                    agent_capabilities(name, agent, extra, run_deadline_secs, resumable);
                 (name.clone(), capabilities)
             })
             .collect();
@@ -106,6 +109,7 @@ fn agent_capabilities(
     agent: &AgentSettings,
     extra_tools: &[Tool],
     run_deadline_secs: f64,
+    resumable: bool,
 ) -> AgentCapabilities {
     AgentCapabilities {
         identity: Some(IdentityCapabilities {
@@ -114,13 +118,13 @@ fn agent_capabilities(
             description: agent.description.clone(),
             version: Some(env!("CARGO_PKG_VERSION").to_owned()),
         }),
-        // SSE only; resumable streams are not offered (yet).
+        // SSE only; resumable: `GET /<agent>/runs/<runId>/events` with `Last-Event-ID`.
         transport: Some(TransportCapabilities {
             streaming: Some(true),
             websocket: Some(false),
             http_binary: Some(false),
             push_notifications: Some(false),
-            resumable: Some(false),
+            resumable: Some(resumable),
         }),
         tools: Some(ToolsCapabilities {
             supported: Some(true),

@@ -12,7 +12,7 @@
 //! limits), `error` (ApiError), `ops` (health and readiness), `metrics` (the registry and
 //! `/metrics`), `limits` (run slots, deadline, shutdown), `auth` (tokens), `cors`, `discovery`
 //! (`/agents` and `/<agent>/capabilities`), `threads` (scope, hydrate, the save at a run's end,
-//! the thread routes).
+//! the thread routes), `runs` (the task that drives a logged run; reconnect and stop).
 
 mod auth;
 mod cors;
@@ -23,6 +23,7 @@ mod limits;
 mod metrics;
 mod ops;
 mod run;
+mod runs;
 mod threads;
 
 use std::collections::BTreeMap;
@@ -48,6 +49,7 @@ pub use error::ApiError;
 pub use limits::{RunLimits, Shutdown};
 pub use metrics::Metrics;
 pub use ops::{McpDown, McpReport, Readiness};
+pub use runs::Resumable;
 
 /// The request-id header: accepted from the client (or a proxy) or generated, and returned.
 const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
@@ -68,6 +70,8 @@ pub struct AppState {
     pub discovery: Arc<Discovery>,
     /// Threads the server remembers; `None` when `threads.store = "off"`.
     pub threads: Option<Arc<crate::threads::Threads>>,
+    /// The run log for reconnects and stops; `None` when runs are not logged.
+    pub runs: Option<Arc<Resumable>>,
 }
 
 impl std::fmt::Debug for AppState {
@@ -92,6 +96,8 @@ pub fn router(state: AppState, settings: &Settings) -> Result<Router, SettingsEr
             "/{agent}/threads/{thread_id}",
             get(threads::get_thread).delete(threads::delete_thread),
         )
+        .route("/{agent}/runs/{run_id}/events", get(runs::run_events))
+        .route("/{agent}/runs/{run_id}/stop", post(runs::stop_run))
         .route("/health", get(ops::health))
         .route("/ready", get(ops::ready));
     if settings.metrics.enabled {

@@ -87,11 +87,12 @@ async fn run_agent(
     // After validation, so a malformed request is told so even when the server is full.
     let permit = state.limits.try_acquire()?;
     let mut request = RunRequest::from(input);
+    let log = super::runs::open(&state, agent_name, scope.as_deref(), &request.run_id)?;
     let prepared = threads::prepare(&state, agent_name, scope, &mut request).await?;
     let span = genai::run_span(agent_name, &request.thread_id, &request.run_id);
     // Before the span is first entered: a started span keeps the trace it began in.
     telemetry::continue_trace(&span, headers);
-    let encoder = RunEncoder::new(
+    let mut encoder = RunEncoder::new(
         request.version,
         request.thread_id.clone(),
         request.run_id.clone(),
@@ -100,6 +101,9 @@ async fn run_agent(
         span.in_scope(|| agent.run(request))
             .inspect_err(|refused| genai::record_run_outcome(&span, refused.code(), true))
     };
+    if log.is_some() {
+        encoder = encoder.with_event_ids();
+    }
     let (updates, thread) = match prepared {
         Prepared::Stateless => (run(request)?, None),
         Prepared::Hydrate(updates) => (updates, None),
@@ -107,6 +111,7 @@ async fn run_agent(
     };
     let pump = Pump {
         lease_lost: thread.as_ref().map(|thread| thread.lost()),
+        cancel: log.as_ref().map(|log| log.stop_token()),
         thread,
         encoder,
         updates: Some(updates),
@@ -118,7 +123,10 @@ async fn run_agent(
         bytes_sent: 0,
         span: span.clone(),
     };
-    let body = Body::from_stream(event_stream(pump, span));
+    let body = match log {
+        Some(log) => super::runs::drive(&state, log, pump, span),
+        None => Body::from_stream(event_stream(pump, span)),
+    };
     let mut response = Response::new(body);
     let headers = response.headers_mut();
     headers.insert(
@@ -131,8 +139,9 @@ async fn run_agent(
     Ok(response)
 }
 
-/// The per-run pump between the agent and the response body.
-struct Pump {
+/// The per-run pump between the agent and the response body (or, for a logged run, the
+/// run's log: see `super::runs`).
+pub(super) struct Pump {
     encoder: RunEncoder,
     /// `None` once the run ended: dropping the agent stream releases the upstream at once.
     updates: Option<AgentStream>,
@@ -151,6 +160,8 @@ struct Pump {
     lease_lost: Option<CancellationToken>,
     /// The run's span, open as long as the response body: the outcome is recorded on it.
     span: tracing::Span,
+    /// Cancelled to stop a logged run (a stop request, or no reader for the grace period).
+    cancel: Option<CancellationToken>,
 }
 
 /// What polling the agent stream gave: an update, its end, or a panic.
@@ -165,6 +176,7 @@ enum Wake {
     Deadline,
     Shutdown,
     Superseded,
+    Cancelled,
 }
 
 /// The SSE body: `RUN_STARTED` at once, then the agent's updates (batched when several are
@@ -178,7 +190,12 @@ fn event_stream(
 }
 
 impl Pump {
-    async fn step(mut self) -> Option<(Result<Bytes, Infallible>, Pump)> {
+    /// Whether the terminal event has been written.
+    pub(super) fn is_over(&self) -> bool {
+        self.updates.is_none()
+    }
+
+    pub(super) async fn step(mut self) -> Option<(Result<Bytes, Infallible>, Pump)> {
         let mut out = Vec::new();
         let events_before = self.encoder.events_written();
         let updates = self.updates.as_mut()?;
@@ -188,6 +205,7 @@ impl Pump {
         } else {
             let deadline = self.deadline;
             let lease_lost = self.lease_lost.clone();
+            let cancel = self.cancel.clone();
             // Biased: once the grace period or the deadline is over, a busy agent cannot keep
             // the run going by always having the next update ready.
             let wake = tokio::select! {
@@ -195,6 +213,7 @@ impl Pump {
                 () = self.stop.cancelled() => Wake::Shutdown,
                 () = sleep_until(deadline) => Wake::Deadline,
                 () = cancelled(lease_lost) => Wake::Superseded,
+                () = cancelled(cancel) => Wake::Cancelled,
                 next = tokio::time::timeout(
                     self.keep_alive,
                     AssertUnwindSafe(updates.next()).catch_unwind(),
@@ -232,6 +251,7 @@ impl Pump {
                         &mut out,
                     );
                 }
+                Wake::Cancelled => self.stop_run(&mut out),
                 Wake::Next(next) => self.handle(next, &mut out),
             }
             while out.len() < MAX_BATCH_BYTES {
@@ -336,6 +356,18 @@ impl Pump {
             tracing::error!(%error, "the agent produced an invalid event sequence");
             self.end_with_error("internal_error", "An internal error ended the run.", out);
         }
+    }
+
+    fn stop_run(&mut self, out: &mut Vec<u8>) {
+        tracing::info!("the run was stopped");
+        if let Err(error) = self.encoder.cancel("The run was stopped.", out) {
+            tracing::error!(%error, "could not encode the end of a stopped run");
+        }
+        if let Some(guard) = &mut self.guard {
+            guard.failed("cancelled");
+        }
+        genai::record_run_outcome(&self.span, "cancelled", false);
+        self.end("cancelled");
     }
 
     fn end_with_error(&mut self, code: &str, message: &str, out: &mut Vec<u8>) {

@@ -19,6 +19,11 @@
 //! - omits `usage` on `RUN_FINISHED` and `RUN_ERROR`;
 //! - flattens array content of `TOOL_CALL_RESULT` into text;
 //! - replaces media parts with a `file` source (unknown there) by a text part naming the file.
+//!
+//! # Event ids
+//!
+//! With [`RunEncoder::with_event_ids`] every frame starts with `id: <runId>:<seq>` (`seq` counts
+//! from 1), the cursor a reconnecting client sends back as `Last-Event-ID`.
 
 use serde::Serialize;
 
@@ -86,8 +91,10 @@ pub struct RunEncoder {
     interrupts: Vec<Interrupt>,
     /// Whether every event carries a `timestamp` (integer milliseconds).
     timestamps: bool,
-    /// Events written so far, for metrics.
+    /// Events written so far, for metrics and event ids.
     events_written: u64,
+    /// `id: <runId>:` when frames carry event ids.
+    id_prefix: Option<Vec<u8>>,
 }
 
 impl RunEncoder {
@@ -107,7 +114,18 @@ impl RunEncoder {
             interrupts: Vec::new(),
             timestamps: true,
             events_written: 0,
+            id_prefix: None,
         }
+    }
+
+    /// Starts every frame with `id: <runId>:<seq>`. A run id holding CR, LF or NUL would break
+    /// the frame (or make clients drop the id), so such a run gets no ids; the input limits
+    /// refuse control characters in ids before a run gets here.
+    pub fn with_event_ids(mut self) -> Self {
+        if !self.run_id.contains(['\r', '\n', '\0']) {
+            self.id_prefix = Some(format!("id: {}:", self.run_id).into_bytes());
+        }
+        self
     }
 
     /// How many events this encoder has written.
@@ -362,6 +380,32 @@ impl RunEncoder {
         )
     }
 
+    /// Ends a run that was stopped: for 1.0 clients everything open is closed and
+    /// `RUN_FINISHED` carries the `cancelled` outcome; 0.x clients know no such outcome, so they
+    /// get `RUN_ERROR` code `cancelled`. Writes nothing if the run already ended.
+    pub fn cancel(&mut self, message: &str, out: &mut Vec<u8>) -> Result<(), EncodeError> {
+        if self.phase == Phase::Ended {
+            return Ok(());
+        }
+        if self.version == ProtocolVersion::Legacy {
+            return self.fail("cancelled", message, out);
+        }
+        self.start(out)?;
+        self.close_all(out)?;
+        self.phase = Phase::Ended;
+        let usage = self.take_usage();
+        self.write(
+            EventBody::RunFinished(RunFinished {
+                thread_id: self.thread_id.clone(),
+                run_id: self.run_id.clone(),
+                result: None,
+                outcome: Some(RunOutcome::Cancelled),
+                usage,
+            }),
+            out,
+        )
+    }
+
     fn take_usage(&mut self) -> Option<Vec<TokenUsage>> {
         match self.version {
             ProtocolVersion::V1 if !self.usage.is_empty() => Some(std::mem::take(&mut self.usage)),
@@ -432,6 +476,15 @@ impl RunEncoder {
             raw_event: None,
             metadata: None,
         };
+        if let Some(prefix) = &self.id_prefix {
+            out.extend_from_slice(prefix);
+            out.extend_from_slice(
+                itoa::Buffer::new()
+                    .format(self.events_written + 1)
+                    .as_bytes(),
+            );
+            out.push(b'\n');
+        }
         write_frame(&event, out)?;
         self.events_written += 1;
         Ok(())
@@ -549,201 +602,4 @@ fn replace_file_source(part: &mut ContentPart) {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use serde_json::{json, Value};
-
-    fn frames(out: &[u8]) -> Vec<Value> {
-        let text = std::str::from_utf8(out).unwrap();
-        assert!(!text.contains('\r'));
-        text.split_terminator("\n\n")
-            .map(|frame| serde_json::from_str(frame.strip_prefix("data: ").unwrap()).unwrap())
-            .collect()
-    }
-
-    fn encoder(version: ProtocolVersion) -> RunEncoder {
-        RunEncoder::new(version, "t".into(), "r".into()).without_timestamps()
-    }
-
-    fn text_start(id: &str) -> EventBody {
-        EventBody::text_start(id)
-    }
-
-    fn tool_start(id: &str, parent: &str) -> EventBody {
-        EventBody::tool_call_start(id, "f", Some(parent.into()))
-    }
-
-    #[test]
-    fn finish_closes_open_entities_and_lists_pending_calls_for_v1() {
-        let mut enc = encoder(ProtocolVersion::V1);
-        let mut out = Vec::new();
-        enc.push(text_start("m1"), &mut out).unwrap();
-        enc.push(tool_start("c1", "m1"), &mut out).unwrap();
-        enc.finish(&mut out).unwrap();
-        let events = frames(&out);
-        let types: Vec<&str> = events.iter().map(|e| e["type"].as_str().unwrap()).collect();
-        assert_eq!(
-            types,
-            [
-                "RUN_STARTED",
-                "TEXT_MESSAGE_START",
-                "TOOL_CALL_START",
-                "TEXT_MESSAGE_END",
-                "TOOL_CALL_END",
-                "RUN_FINISHED"
-            ]
-        );
-        assert_eq!(events[0]["protocolVersion"], "1.0");
-        assert_eq!(
-            events[5],
-            json!({"type":"RUN_FINISHED","threadId":"t","runId":"r","outcome":{"type":"success","pendingToolCallIds":["c1"]}})
-        );
-    }
-
-    #[test]
-    fn legacy_clients_get_no_outcome_usage_or_protocol_version() {
-        let mut enc = encoder(ProtocolVersion::Legacy);
-        let mut out = Vec::new();
-        enc.add_usage(TokenUsage {
-            input_tokens: Some(1),
-            ..Default::default()
-        });
-        enc.push(tool_start("c1", "m1"), &mut out).unwrap();
-        enc.finish(&mut out).unwrap();
-        let events = frames(&out);
-        assert_eq!(
-            events[0],
-            json!({"type":"RUN_STARTED","threadId":"t","runId":"r"})
-        );
-        assert_eq!(
-            events.last().unwrap(),
-            &json!({"type":"RUN_FINISHED","threadId":"t","runId":"r"})
-        );
-    }
-
-    #[test]
-    fn legacy_tool_result_parts_are_flattened() {
-        let mut enc = encoder(ProtocolVersion::Legacy);
-        let mut out = Vec::new();
-        enc.push(
-            EventBody::ToolCallResult(ToolCallResult {
-                message_id: "tm".into(),
-                tool_call_id: "c".into(),
-                content: ToolResultContent::Parts(vec![ContentPart::Text {
-                    text: "a".into(),
-                    id: None,
-                    metadata: None,
-                }]),
-                role: Some(ToolRole::Tool),
-                subagent_run_id: None,
-            }),
-            &mut out,
-        )
-        .unwrap();
-        assert_eq!(frames(&out)[1]["content"], "a");
-    }
-
-    #[test]
-    fn usage_is_merged_per_model_and_reported_to_v1() {
-        let mut enc = encoder(ProtocolVersion::V1);
-        let usage = |i, o| TokenUsage {
-            provider: Some("openai".into()),
-            model: Some("m".into()),
-            input_tokens: Some(i),
-            output_tokens: Some(o),
-            total_tokens: Some(i + o),
-            ..Default::default()
-        };
-        enc.add_usage(usage(3, 4));
-        enc.add_usage(usage(10, 1));
-        let mut out = Vec::new();
-        enc.finish(&mut out).unwrap();
-        assert_eq!(
-            frames(&out)[1]["usage"],
-            json!([{"provider":"openai","model":"m","inputTokens":13,"outputTokens":5,"totalTokens":18}])
-        );
-    }
-
-    #[test]
-    fn violations_are_reported_and_nothing_follows_the_terminal_event() {
-        let mut enc = encoder(ProtocolVersion::V1);
-        let mut out = Vec::new();
-        let args = EventBody::tool_call_args("nope", "{");
-        assert!(matches!(
-            enc.push(args, &mut out),
-            Err(EncodeError::ProtocolViolation(_))
-        ));
-        enc.push(text_start("m"), &mut out).unwrap();
-        assert!(
-            enc.push(text_start("m"), &mut out).is_err(),
-            "double start of an open message"
-        );
-        enc.fail("upstream_timeout", "the model timed out", &mut out)
-            .unwrap();
-        enc.finish(&mut out).unwrap();
-        assert!(enc.push(text_start("x"), &mut out).is_err());
-        let events = frames(&out);
-        let last = events.last().unwrap();
-        assert_eq!(last["type"], "RUN_ERROR");
-        assert_eq!(last["code"], "upstream_timeout");
-        assert_eq!(
-            events
-                .iter()
-                .filter(|e| e["type"] == "RUN_ERROR" || e["type"] == "RUN_FINISHED")
-                .count(),
-            1
-        );
-    }
-
-    #[test]
-    fn interrupts_make_an_interrupt_outcome_for_both_versions() {
-        for version in [ProtocolVersion::V1, ProtocolVersion::Legacy] {
-            let mut enc = encoder(version);
-            enc.add_interrupt(Interrupt {
-                id: "i1".into(),
-                reason: "tool_call".into(),
-                message: None,
-                tool_call_id: Some("c1".into()),
-                response_schema: None,
-                expires_at: None,
-                metadata: None,
-                subagent_run_id: None,
-            });
-            let mut out = Vec::new();
-            enc.finish(&mut out).unwrap();
-            assert_eq!(
-                frames(&out)[1]["outcome"],
-                json!({"type":"interrupt","interrupts":[{"id":"i1","reason":"tool_call","toolCallId":"c1"}]})
-            );
-        }
-    }
-
-    #[test]
-    fn timestamps_are_integers_and_empty_deltas_are_dropped() {
-        let mut enc = RunEncoder::new(ProtocolVersion::V1, "t".into(), "r".into());
-        let mut out = Vec::new();
-        enc.push(text_start("m"), &mut out).unwrap();
-        enc.push(EventBody::text_content("m", ""), &mut out)
-            .unwrap();
-        let events = frames(&out);
-        assert_eq!(events.len(), 2);
-        assert!(events.iter().all(|e| e["timestamp"].is_i64()));
-    }
-
-    #[test]
-    fn version_negotiation() {
-        assert_eq!(
-            ProtocolVersion::from_request(Some("1.0")),
-            ProtocolVersion::V1
-        );
-        assert_eq!(
-            ProtocolVersion::from_request(Some("1.2")),
-            ProtocolVersion::V1
-        );
-        assert_eq!(
-            ProtocolVersion::from_request(Some("0.0.59")),
-            ProtocolVersion::Legacy
-        );
-        assert_eq!(ProtocolVersion::from_request(None), ProtocolVersion::Legacy);
-    }
-}
+mod tests;

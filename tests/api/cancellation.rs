@@ -1,15 +1,26 @@
-//! A client that goes away stops the run: the model request is abandoned too, so no tokens
-//! are paid for an answer nobody reads.
+//! A client that goes away stops the run (without a thread store, or with
+//! `runs.on_disconnect = "cancel"`): the model request is abandoned too, so no tokens are paid
+//! for an answer nobody reads.
 
 use std::time::Duration;
 
 use crate::fake_llm::{chunks, Reply};
 use crate::helpers::*;
 use crate::verify::assert_well_formed;
+use agui_host::settings::{OnDisconnect, Settings, ThreadStoreKind};
 
 #[tokio::test]
 async fn dropping_the_response_mid_stream_closes_the_upstream_request() {
-    let app = spawn_app(|_| {}).await;
+    hang_up_mid_stream(|s| s.threads.store = ThreadStoreKind::Off).await;
+}
+
+#[tokio::test]
+async fn dropping_the_response_of_a_logged_run_set_to_cancel_closes_the_upstream_request() {
+    hang_up_mid_stream(|s| s.runs.on_disconnect = OnDisconnect::Cancel).await;
+}
+
+async fn hang_up_mid_stream(configure: impl FnOnce(&mut Settings)) {
+    let app = spawn_app(configure).await;
     // A long, slow answer: 200 deltas 50 ms apart, far from over when the client leaves.
     let words: Vec<String> = (0..200).map(|i| format!("word{i} ")).collect();
     let parts: Vec<&str> = words.iter().map(String::as_str).collect();

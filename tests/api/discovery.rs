@@ -114,7 +114,7 @@ async fn agents_lists_every_agent_with_its_route_description_and_the_default() {
 }
 
 #[tokio::test]
-async fn capabilities_declare_tools_state_approvals_and_sse_without_resume() {
+async fn capabilities_declare_tools_state_approvals_and_resumable_sse() {
     let app = spawn_app(with_banking).await;
 
     let caps = json(app.get("/banking/capabilities").await).await;
@@ -127,7 +127,10 @@ async fn capabilities_declare_tools_state_approvals_and_sse_without_resume() {
         "Checks balances and moves money, with approval."
     );
     assert_eq!(caps["transport"]["streaming"], true);
-    assert_eq!(caps["transport"]["resumable"], false);
+    assert_eq!(
+        caps["transport"]["resumable"], true,
+        "the default memory store logs runs"
+    );
     let tools = caps["tools"]["items"].as_array().expect("tool items");
     let names: Vec<&str> = tools.iter().filter_map(|t| t["name"].as_str()).collect();
     assert_eq!(names, ["check_balance", "transfer_money", "write_document"]);

@@ -48,11 +48,7 @@ async fn every_shipped_example_starts_and_answers_a_run_with_the_offline_model()
             .unwrap();
         assert_eq!(response.status(), 200, "{}", path.display());
         let text = response.text().await.unwrap();
-        let events: Vec<serde_json::Value> = text
-            .split("\n\n")
-            .filter_map(|frame| frame.strip_prefix("data: "))
-            .map(|data| serde_json::from_str(data).unwrap())
-            .collect();
+        let events = crate::helpers::parse_sse(&text);
         assert_well_formed(&events);
         assert_eq!(
             events.last().unwrap()["type"],

@@ -177,9 +177,28 @@ pub(crate) fn parse_sse(body: &str) -> Vec<Value> {
 }
 
 fn parse_frame(frame: &str) -> Option<Value> {
+    parse_frame_with_id(frame).map(|(_, event)| event)
+}
+
+/// A frame's event and its `id: <runId>:<seq>` line, when it has one (runs with a thread store).
+pub(crate) fn parse_frame_with_id(frame: &str) -> Option<(Option<String>, Value)> {
     if frame.lines().all(|line| line.starts_with(':')) {
         return None;
     }
+    let (id, frame) = match frame.strip_prefix("id: ") {
+        Some(rest) => {
+            let (id, data) = rest
+                .split_once('\n')
+                .unwrap_or_else(|| panic!("an id line must be followed by data: {frame:?}"));
+            assert!(
+                id.rsplit_once(':')
+                    .is_some_and(|(_, seq)| seq.parse::<u64>().is_ok()),
+                "an event id is `<runId>:<seq>`; got {id:?}"
+            );
+            (Some(id.to_owned()), data)
+        }
+        None => (None, frame),
+    };
     let Some(payload) = frame.strip_prefix("data: ") else {
         panic!("every frame must be `data: <json>`; got {frame:?}");
     };
@@ -190,7 +209,7 @@ fn parse_frame(frame: &str) -> Option<Value> {
     let event: Value = serde_json::from_str(payload)
         .unwrap_or_else(|e| panic!("frame is not JSON ({e}): {frame:?}"));
     assert!(event.is_object(), "an event is a JSON object: {frame:?}");
-    Some(event)
+    Some((id, event))
 }
 
 /// Reads a stream incrementally, event by event (for tests that hang up mid-stream).

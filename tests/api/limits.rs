@@ -69,7 +69,11 @@ async fn a_full_server_answers_503_with_retry_after_until_a_stream_ends() {
 
 #[tokio::test]
 async fn a_client_that_hangs_up_frees_its_slot() {
-    let app = spawn_app(|s| s.server.limits.max_concurrent_runs = 1).await;
+    let app = spawn_app(|s| {
+        s.server.limits.max_concurrent_runs = 1;
+        s.runs.on_disconnect = agui_host::settings::OnDisconnect::Cancel;
+    })
+    .await;
     app.fake.push(slow_reply(100, Duration::from_millis(50)));
 
     let first = app.post_run("/", &input(vec![user("long")])).await;

@@ -37,6 +37,7 @@ mod predictive_state;
 mod probes;
 mod protocol_versions;
 mod request_boundary;
+mod resumable;
 mod server_tools;
 mod shared_state;
 mod shutdown;

@@ -229,7 +229,9 @@ async fn hydrate_after_a_run_error_keeps_what_was_streamed(backend: Backend) {
 }
 
 async fn a_disconnect_keeps_what_the_client_saw(backend: Backend) {
-    let app = backend.app(|_| {}).await;
+    let app = backend
+        .app(|s| s.runs.on_disconnect = agui_host::settings::OnDisconnect::Cancel)
+        .await;
     app.fake
         .push(Reply::Stall(vec![chunks::role(), chunks::text("Half")]));
     let response = app.post_run("/", &input(vec![user("Go")])).await;

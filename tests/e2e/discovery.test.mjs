@@ -73,7 +73,8 @@ test("every listed agent's capabilities parse with @ag-ui/core 1.0.0's AgentCapa
       assert.ok(ToolSchema.safeParse(tool).success, `${agent.name}: tool ${tool.name}`);
     }
     assert.equal(capabilities.transport.streaming, true);
-    assert.equal(capabilities.transport.resumable, false);
+    // The e2e server keeps the default memory store, so runs can be resumed.
+    assert.equal(capabilities.transport.resumable, true);
     assert.equal(capabilities.identity.name, agent.name);
   }
 });

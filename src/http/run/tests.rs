@@ -29,6 +29,7 @@ fn pump(updates: AgentStream, deadline: Option<Duration>, stop: CancellationToke
         thread: None,
         lease_lost: None,
         span: tracing::Span::none(),
+        cancel: None,
     }
 }
 

@@ -1,0 +1,259 @@
+//! The encoder's brackets, downgrades, event ids and endings, driven from vectors.
+
+use super::*;
+use serde_json::{json, Value};
+
+fn frames(out: &[u8]) -> Vec<Value> {
+    let text = std::str::from_utf8(out).unwrap();
+    assert!(!text.contains('\r'));
+    text.split_terminator("\n\n")
+        .map(|frame| serde_json::from_str(frame.strip_prefix("data: ").unwrap()).unwrap())
+        .collect()
+}
+
+fn encoder(version: ProtocolVersion) -> RunEncoder {
+    RunEncoder::new(version, "t".into(), "r".into()).without_timestamps()
+}
+
+fn text_start(id: &str) -> EventBody {
+    EventBody::text_start(id)
+}
+
+fn tool_start(id: &str, parent: &str) -> EventBody {
+    EventBody::tool_call_start(id, "f", Some(parent.into()))
+}
+
+#[test]
+fn finish_closes_open_entities_and_lists_pending_calls_for_v1() {
+    let mut enc = encoder(ProtocolVersion::V1);
+    let mut out = Vec::new();
+    enc.push(text_start("m1"), &mut out).unwrap();
+    enc.push(tool_start("c1", "m1"), &mut out).unwrap();
+    enc.finish(&mut out).unwrap();
+    let events = frames(&out);
+    let types: Vec<&str> = events.iter().map(|e| e["type"].as_str().unwrap()).collect();
+    assert_eq!(
+        types,
+        [
+            "RUN_STARTED",
+            "TEXT_MESSAGE_START",
+            "TOOL_CALL_START",
+            "TEXT_MESSAGE_END",
+            "TOOL_CALL_END",
+            "RUN_FINISHED"
+        ]
+    );
+    assert_eq!(events[0]["protocolVersion"], "1.0");
+    assert_eq!(
+        events[5],
+        json!({"type":"RUN_FINISHED","threadId":"t","runId":"r","outcome":{"type":"success","pendingToolCallIds":["c1"]}})
+    );
+}
+
+#[test]
+fn legacy_clients_get_no_outcome_usage_or_protocol_version() {
+    let mut enc = encoder(ProtocolVersion::Legacy);
+    let mut out = Vec::new();
+    enc.add_usage(TokenUsage {
+        input_tokens: Some(1),
+        ..Default::default()
+    });
+    enc.push(tool_start("c1", "m1"), &mut out).unwrap();
+    enc.finish(&mut out).unwrap();
+    let events = frames(&out);
+    assert_eq!(
+        events[0],
+        json!({"type":"RUN_STARTED","threadId":"t","runId":"r"})
+    );
+    assert_eq!(
+        events.last().unwrap(),
+        &json!({"type":"RUN_FINISHED","threadId":"t","runId":"r"})
+    );
+}
+
+#[test]
+fn legacy_tool_result_parts_are_flattened() {
+    let mut enc = encoder(ProtocolVersion::Legacy);
+    let mut out = Vec::new();
+    enc.push(
+        EventBody::ToolCallResult(ToolCallResult {
+            message_id: "tm".into(),
+            tool_call_id: "c".into(),
+            content: ToolResultContent::Parts(vec![ContentPart::Text {
+                text: "a".into(),
+                id: None,
+                metadata: None,
+            }]),
+            role: Some(ToolRole::Tool),
+            subagent_run_id: None,
+        }),
+        &mut out,
+    )
+    .unwrap();
+    assert_eq!(frames(&out)[1]["content"], "a");
+}
+
+#[test]
+fn usage_is_merged_per_model_and_reported_to_v1() {
+    let mut enc = encoder(ProtocolVersion::V1);
+    let usage = |i, o| TokenUsage {
+        provider: Some("openai".into()),
+        model: Some("m".into()),
+        input_tokens: Some(i),
+        output_tokens: Some(o),
+        total_tokens: Some(i + o),
+        ..Default::default()
+    };
+    enc.add_usage(usage(3, 4));
+    enc.add_usage(usage(10, 1));
+    let mut out = Vec::new();
+    enc.finish(&mut out).unwrap();
+    assert_eq!(
+        frames(&out)[1]["usage"],
+        json!([{"provider":"openai","model":"m","inputTokens":13,"outputTokens":5,"totalTokens":18}])
+    );
+}
+
+#[test]
+fn violations_are_reported_and_nothing_follows_the_terminal_event() {
+    let mut enc = encoder(ProtocolVersion::V1);
+    let mut out = Vec::new();
+    let args = EventBody::tool_call_args("nope", "{");
+    assert!(matches!(
+        enc.push(args, &mut out),
+        Err(EncodeError::ProtocolViolation(_))
+    ));
+    enc.push(text_start("m"), &mut out).unwrap();
+    assert!(
+        enc.push(text_start("m"), &mut out).is_err(),
+        "double start of an open message"
+    );
+    enc.fail("upstream_timeout", "the model timed out", &mut out)
+        .unwrap();
+    enc.finish(&mut out).unwrap();
+    assert!(enc.push(text_start("x"), &mut out).is_err());
+    let events = frames(&out);
+    let last = events.last().unwrap();
+    assert_eq!(last["type"], "RUN_ERROR");
+    assert_eq!(last["code"], "upstream_timeout");
+    assert_eq!(
+        events
+            .iter()
+            .filter(|e| e["type"] == "RUN_ERROR" || e["type"] == "RUN_FINISHED")
+            .count(),
+        1
+    );
+}
+
+#[test]
+fn interrupts_make_an_interrupt_outcome_for_both_versions() {
+    for version in [ProtocolVersion::V1, ProtocolVersion::Legacy] {
+        let mut enc = encoder(version);
+        enc.add_interrupt(Interrupt {
+            id: "i1".into(),
+            reason: "tool_call".into(),
+            message: None,
+            tool_call_id: Some("c1".into()),
+            response_schema: None,
+            expires_at: None,
+            metadata: None,
+            subagent_run_id: None,
+        });
+        let mut out = Vec::new();
+        enc.finish(&mut out).unwrap();
+        assert_eq!(
+            frames(&out)[1]["outcome"],
+            json!({"type":"interrupt","interrupts":[{"id":"i1","reason":"tool_call","toolCallId":"c1"}]})
+        );
+    }
+}
+
+#[test]
+fn timestamps_are_integers_and_empty_deltas_are_dropped() {
+    let mut enc = RunEncoder::new(ProtocolVersion::V1, "t".into(), "r".into());
+    let mut out = Vec::new();
+    enc.push(text_start("m"), &mut out).unwrap();
+    enc.push(EventBody::text_content("m", ""), &mut out)
+        .unwrap();
+    let events = frames(&out);
+    assert_eq!(events.len(), 2);
+    assert!(events.iter().all(|e| e["timestamp"].is_i64()));
+}
+
+#[test]
+fn version_negotiation() {
+    assert_eq!(
+        ProtocolVersion::from_request(Some("1.0")),
+        ProtocolVersion::V1
+    );
+    assert_eq!(
+        ProtocolVersion::from_request(Some("1.2")),
+        ProtocolVersion::V1
+    );
+    assert_eq!(
+        ProtocolVersion::from_request(Some("0.0.59")),
+        ProtocolVersion::Legacy
+    );
+    assert_eq!(ProtocolVersion::from_request(None), ProtocolVersion::Legacy);
+}
+
+#[test]
+fn event_ids_number_every_frame_from_one() {
+    let mut encoder = encoder(ProtocolVersion::V1).with_event_ids();
+    let mut out = Vec::new();
+    encoder.start(&mut out).unwrap();
+    encoder.push(text_start("m"), &mut out).unwrap();
+    encoder.finish(&mut out).unwrap();
+    let text = std::str::from_utf8(&out).unwrap();
+    let ids: Vec<&str> = text
+        .split_terminator("\n\n")
+        .map(|frame| frame.split_once('\n').unwrap().0)
+        .collect();
+    assert_eq!(ids, ["id: r:1", "id: r:2", "id: r:3", "id: r:4"]);
+}
+
+#[test]
+fn a_run_id_that_would_break_a_frame_gets_no_ids() {
+    for run_id in ["r\n", "r\r", "r\0"] {
+        let mut encoder = RunEncoder::new(ProtocolVersion::V1, "t".into(), run_id.into())
+            .without_timestamps()
+            .with_event_ids();
+        let mut out = Vec::new();
+        encoder.start(&mut out).unwrap();
+        assert!(out.starts_with(b"data: "), "{run_id:?}");
+    }
+}
+
+#[test]
+fn a_cancelled_run_closes_what_is_open_and_reads_per_version() {
+    let mut v1 = encoder(ProtocolVersion::V1);
+    let mut out = Vec::new();
+    v1.push(text_start("m"), &mut out).unwrap();
+    v1.cancel("stopped", &mut out).unwrap();
+    let events = frames(&out);
+    let types: Vec<&str> = events.iter().map(|e| e["type"].as_str().unwrap()).collect();
+    assert_eq!(
+        types,
+        [
+            "RUN_STARTED",
+            "TEXT_MESSAGE_START",
+            "TEXT_MESSAGE_END",
+            "RUN_FINISHED"
+        ]
+    );
+    assert_eq!(events[3]["outcome"], json!({"type": "cancelled"}));
+
+    let mut legacy = encoder(ProtocolVersion::Legacy);
+    let mut out = Vec::new();
+    legacy.push(text_start("m"), &mut out).unwrap();
+    legacy.cancel("stopped", &mut out).unwrap();
+    let events = frames(&out);
+    assert_eq!(events.last().unwrap()["type"], "RUN_ERROR");
+    assert_eq!(events.last().unwrap()["code"], "cancelled");
+    legacy.cancel("again", &mut out).unwrap();
+    assert_eq!(
+        frames(&out).len(),
+        events.len(),
+        "nothing follows the terminal event"
+    );
+}

@@ -1,0 +1,103 @@
+//! A reader attached to a run's log: the frames after its cursor, then the live ones, until the
+//! terminal event. It reads from the log itself, not from a channel of its own, so replay and
+//! live frames can neither overlap nor leave a gap: the cursor is the only state.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::{Bytes, BytesMut};
+use tokio::sync::watch;
+
+use super::{ReadError, RunLog};
+
+/// Most bytes one read gathers into one body chunk.
+const MAX_CHUNK_BYTES: usize = 64 * 1024;
+
+/// What a follower gives next.
+#[derive(Debug)]
+pub enum Next {
+    /// Frames, in order; `last` says the log ends with them.
+    Frames { bytes: Bytes, last: bool },
+    /// Nothing new for the keep-alive interval.
+    Idle,
+    /// The log ended without a terminal event (the run's driver went away).
+    Broken,
+    /// The reader fell behind what the log keeps.
+    Expired,
+}
+
+/// See the module docs. Counts as an attached reader until dropped.
+#[derive(Debug)]
+pub struct Follower {
+    log: Arc<RunLog>,
+    head: watch::Receiver<u64>,
+    /// The seq of the last frame handed out.
+    cursor: u64,
+    done: bool,
+}
+
+impl Follower {
+    pub(super) fn new(log: Arc<RunLog>, head: watch::Receiver<u64>, cursor: u64) -> Self {
+        log.readers.send_modify(|n| *n += 1);
+        Follower {
+            log,
+            head,
+            cursor,
+            done: false,
+        }
+    }
+
+    /// The next frames, waiting up to `idle` for them; `None` once the log has ended.
+    pub async fn next(&mut self, idle: Duration) -> Option<Next> {
+        if self.done {
+            return None;
+        }
+        loop {
+            // Marked seen before reading, so an append after the read still wakes us.
+            self.head.borrow_and_update();
+            let batch = match self.log.read_after(self.cursor, MAX_CHUNK_BYTES) {
+                Ok(batch) => batch,
+                Err(ReadError::CursorExpired | ReadError::CursorAhead) => {
+                    self.done = true;
+                    return Some(Next::Expired);
+                }
+            };
+            if !batch.frames.is_empty() {
+                self.cursor += batch.frames.len() as u64;
+                self.done = batch.ended && !batch.broken;
+                let bytes = concat(batch.frames, batch.bytes);
+                return Some(Next::Frames {
+                    bytes,
+                    last: self.done,
+                });
+            }
+            if batch.ended {
+                self.done = true;
+                return batch.broken.then_some(Next::Broken);
+            }
+            match tokio::time::timeout(idle, self.head.changed()).await {
+                Err(_elapsed) => return Some(Next::Idle),
+                // The sender lives in the log we hold; it cannot close.
+                Ok(Err(_closed)) => return None,
+                Ok(Ok(())) => continue,
+            }
+        }
+    }
+}
+
+impl Drop for Follower {
+    fn drop(&mut self) {
+        self.log.readers.send_modify(|n| *n = n.saturating_sub(1));
+    }
+}
+
+fn concat(frames: Vec<Bytes>, bytes: usize) -> Bytes {
+    if frames.len() == 1 {
+        return frames.into_iter().next().unwrap_or_default();
+    }
+    let mut out = BytesMut::with_capacity(bytes);
+    for frame in frames {
+        out.extend_from_slice(&frame);
+    }
+    out.freeze()
+}

@@ -1,0 +1,368 @@
+//! Resumable runs: the per-process log of each run's encoded SSE frames, which a reconnecting
+//! client replays from its `Last-Event-ID` and then follows live, and the handle that stops a
+//! run. The log is bounded (runs, frames and bytes per run, bytes in all) and forgets a run
+//! some minutes after its terminal event; a cursor older than what is kept is an explicit
+//! [`ReadError::CursorExpired`], never a silent restart. Frames are stored as slices of the
+//! batch the pump wrote, so appending copies nothing.
+
+mod follow;
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+
+pub use follow::{Follower, Next};
+
+use crate::settings::RunSettings;
+
+/// The bounds of the log, from `[runs]`.
+#[derive(Debug, Clone, Copy)]
+pub struct LogLimits {
+    pub max_runs: usize,
+    pub max_run_events: usize,
+    pub max_run_bytes: usize,
+    pub max_bytes: usize,
+    /// How long a run stays readable after its terminal event.
+    pub ttl: Duration,
+}
+
+impl LogLimits {
+    pub fn from_settings(settings: &RunSettings) -> Self {
+        LogLimits {
+            max_runs: settings.log_max_runs.max(1),
+            max_run_events: settings.log_max_run_events.max(1),
+            max_run_bytes: settings.log_max_run_bytes.max(1),
+            max_bytes: settings.log_max_bytes.max(1),
+            ttl: Duration::from_secs(settings.log_ttl_secs),
+        }
+    }
+}
+
+/// Every logged run of this process, by run id.
+#[derive(Debug)]
+pub struct RunLogs {
+    limits: LogLimits,
+    runs: Mutex<Index>,
+}
+
+#[derive(Debug, Default)]
+struct Index {
+    runs: HashMap<String, Arc<RunLog>>,
+    /// Run ids in the order they were opened: the oldest is forgotten first.
+    order: VecDeque<String>,
+    /// When expired runs were last dropped and the bytes of all runs last counted.
+    last_sweep: Option<Instant>,
+}
+
+/// How often the index is walked to drop expired runs and count bytes: walking it on every
+/// open would cost a lock per kept run on the path of every new run.
+const SWEEP_INTERVAL: Duration = Duration::from_secs(1);
+
+/// Why a run could not be opened.
+#[derive(Debug, thiserror::Error)]
+pub enum OpenError {
+    #[error("a run with this id is still streaming")]
+    InProgress,
+}
+
+/// Why a log cannot be read from a cursor.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum ReadError {
+    /// The events after the cursor are no longer kept: the client must start a new run.
+    #[error("the events after this cursor are no longer kept")]
+    CursorExpired,
+    /// The cursor names an event the run has not produced.
+    #[error("the cursor is ahead of the run")]
+    CursorAhead,
+}
+
+impl RunLogs {
+    pub fn new(limits: LogLimits) -> Self {
+        RunLogs {
+            limits,
+            runs: Mutex::new(Index::default()),
+        }
+    }
+
+    /// Opens the log of a new run, forgetting expired runs and, past the bounds, the oldest.
+    /// A finished run with the same id is replaced; a live one is not.
+    pub fn open(&self, run_id: &str, agent: &str, scope: &str) -> Result<Arc<RunLog>, OpenError> {
+        let mut index = lock(&self.runs);
+        self.sweep(&mut index);
+        if let Some(existing) = index.runs.get(run_id) {
+            if !existing.is_ended() {
+                return Err(OpenError::InProgress);
+            }
+            index.order.retain(|id| id != run_id);
+        }
+        let log = Arc::new(RunLog::new(run_id, agent, scope, self.limits));
+        index.runs.insert(run_id.to_owned(), Arc::clone(&log));
+        index.order.push_back(run_id.to_owned());
+        Ok(log)
+    }
+
+    /// The run `run_id` of `agent`, if it is kept and belongs to `scope`: another scope's run
+    /// is as unknown as one that never existed.
+    pub fn get(&self, run_id: &str, agent: &str, scope: &str) -> Option<Arc<RunLog>> {
+        let index = lock(&self.runs);
+        let log = index.runs.get(run_id)?;
+        let visible = log.agent == agent
+            && log.scope == scope
+            && !log.expired(Instant::now(), self.limits.ttl);
+        visible.then(|| Arc::clone(log))
+    }
+
+    /// How many runs are kept (expired ones until the next sweep).
+    pub fn len(&self) -> usize {
+        lock(&self.runs).runs.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Makes room for one more run: at most once per [`SWEEP_INTERVAL`], drops expired runs and
+    /// the oldest past `max_bytes`; on every call, the oldest past `max_runs`. A run forgotten
+    /// here stays readable by whoever holds it; new readers get 404.
+    fn sweep(&self, index: &mut Index) {
+        let now = Instant::now();
+        let Index {
+            runs,
+            order,
+            last_sweep,
+        } = index;
+        if last_sweep.is_none_or(|last| now.duration_since(last) >= SWEEP_INTERVAL) {
+            *last_sweep = Some(now);
+            runs.retain(|_, log| !log.expired(now, self.limits.ttl));
+            order.retain(|id| runs.contains_key(id));
+            let mut bytes: usize = runs.values().map(|log| log.bytes()).sum();
+            while bytes > self.limits.max_bytes {
+                let Some(log) = order.pop_front().and_then(|oldest| runs.remove(&oldest)) else {
+                    break;
+                };
+                bytes = bytes.saturating_sub(log.bytes());
+            }
+        }
+        while runs.len() >= self.limits.max_runs {
+            let Some(oldest) = order.pop_front() else {
+                break;
+            };
+            runs.remove(&oldest);
+        }
+    }
+}
+
+/// One run's frames, its live state and its stop handle.
+#[derive(Debug)]
+pub struct RunLog {
+    run_id: String,
+    agent: String,
+    scope: String,
+    limits: LogLimits,
+    frames: Mutex<Frames>,
+    /// The seq of the last appended frame; followers wait on it.
+    head: watch::Sender<u64>,
+    /// How many readers are attached; the run's driver waits on it.
+    readers: watch::Sender<usize>,
+    /// Cancelled to stop the run (a stop request, or no reader for the grace period).
+    stop: CancellationToken,
+}
+
+#[derive(Debug, Default)]
+struct Frames {
+    kept: VecDeque<Bytes>,
+    /// The seq of `kept[0]` (seqs count from 1).
+    first_seq: u64,
+    bytes: usize,
+    /// When the terminal event was appended, or the run's driver went away without one.
+    ended_at: Option<Instant>,
+    /// The driver went away without a terminal event (a cancelled task).
+    broken: bool,
+}
+
+impl RunLog {
+    fn new(run_id: &str, agent: &str, scope: &str, limits: LogLimits) -> Self {
+        RunLog {
+            run_id: run_id.to_owned(),
+            agent: agent.to_owned(),
+            scope: scope.to_owned(),
+            limits,
+            frames: Mutex::new(Frames {
+                first_seq: 1,
+                ..Frames::default()
+            }),
+            head: watch::channel(0).0,
+            readers: watch::channel(0).0,
+            stop: CancellationToken::new(),
+        }
+    }
+
+    pub fn run_id(&self) -> &str {
+        &self.run_id
+    }
+
+    /// The token that stops the run.
+    pub fn stop_token(&self) -> CancellationToken {
+        self.stop.clone()
+    }
+
+    pub fn is_ended(&self) -> bool {
+        lock(&self.frames).ended_at.is_some()
+    }
+
+    fn bytes(&self) -> usize {
+        lock(&self.frames).bytes
+    }
+
+    fn expired(&self, now: Instant, ttl: Duration) -> bool {
+        lock(&self.frames)
+            .ended_at
+            .is_some_and(|ended| now.duration_since(ended) >= ttl)
+    }
+
+    /// Appends one batch of frames as the pump wrote it (`id: ...\ndata: ...\n\n` each; no
+    /// keep-alives). `terminal`: the batch holds the run's last event.
+    pub fn append(&self, batch: Bytes, terminal: bool) {
+        let mut appended = 0;
+        {
+            let mut frames = lock(&self.frames);
+            for frame in split_frames(batch) {
+                frames.bytes += frame.len();
+                frames.kept.push_back(frame);
+                appended += 1;
+            }
+            while frames.kept.len() > self.limits.max_run_events
+                || (frames.bytes > self.limits.max_run_bytes && frames.kept.len() > 1)
+            {
+                let Some(dropped) = frames.kept.pop_front() else {
+                    break;
+                };
+                frames.bytes -= dropped.len();
+                frames.first_seq += 1;
+            }
+            if terminal {
+                frames.ended_at = Some(Instant::now());
+            }
+        }
+        // Followers wake on the new head; a terminal batch with no frames still wakes them.
+        self.head.send_modify(|head| *head += appended);
+    }
+
+    /// The run's driver went away without a terminal event: readers end their streams instead
+    /// of waiting for events that will never come.
+    pub fn break_off(&self) {
+        {
+            let mut frames = lock(&self.frames);
+            if frames.ended_at.is_some() {
+                return;
+            }
+            frames.ended_at = Some(Instant::now());
+            frames.broken = true;
+        }
+        self.head.send_modify(|_| {});
+    }
+
+    /// Resolves once no reader has been attached for `grace` in a row.
+    pub async fn abandoned(&self, grace: Duration) {
+        let mut readers = self.readers.subscribe();
+        loop {
+            if readers.wait_for(|n| *n == 0).await.is_err() {
+                return;
+            }
+            // Still none after the grace period (or the log went away): abandoned.
+            if !matches!(
+                tokio::time::timeout(grace, readers.wait_for(|n| *n > 0)).await,
+                Ok(Ok(_))
+            ) {
+                return;
+            }
+        }
+    }
+
+    /// Attaches a reader that gets every frame after `cursor` (0: from the start), then the
+    /// live ones until the terminal event. The reader counts as attached from here on.
+    pub fn follow(self: &Arc<Self>, cursor: u64) -> Result<Follower, ReadError> {
+        // Subscribed before the snapshot, so nothing appended after it can be missed.
+        let head = self.head.subscribe();
+        let follower = Follower::new(Arc::clone(self), head, cursor);
+        let frames = lock(&self.frames);
+        let last = frames.first_seq + frames.kept.len() as u64 - 1;
+        if cursor + 1 < frames.first_seq {
+            return Err(ReadError::CursorExpired);
+        }
+        if cursor > last {
+            return Err(ReadError::CursorAhead);
+        }
+        Ok(follower)
+    }
+
+    /// Frames after `cursor`, at most `max_bytes` of them (at least one), and whether the log
+    /// ends after them; `Err` when they are no longer kept.
+    fn read_after(&self, cursor: u64, max_bytes: usize) -> Result<Batch, ReadError> {
+        let frames = lock(&self.frames);
+        if cursor + 1 < frames.first_seq {
+            return Err(ReadError::CursorExpired);
+        }
+        let skip = usize::try_from(cursor + 1 - frames.first_seq).unwrap_or(usize::MAX);
+        let mut batch = Batch::default();
+        for frame in frames.kept.iter().skip(skip) {
+            if !batch.frames.is_empty() && batch.bytes + frame.len() > max_bytes {
+                break;
+            }
+            batch.bytes += frame.len();
+            batch.frames.push(frame.clone());
+        }
+        let read_all = skip + batch.frames.len() >= frames.kept.len();
+        batch.ended = read_all && frames.ended_at.is_some();
+        batch.broken = batch.ended && frames.broken;
+        Ok(batch)
+    }
+}
+
+/// What one read of the log gave.
+#[derive(Debug, Default)]
+struct Batch {
+    frames: Vec<Bytes>,
+    bytes: usize,
+    /// Nothing follows these frames.
+    ended: bool,
+    /// ... because the run's driver went away without a terminal event.
+    broken: bool,
+}
+
+/// Splits a batch on the blank line that ends each frame. serde_json escapes newlines inside
+/// strings, so `\n\n` only ever ends a frame.
+fn split_frames(batch: Bytes) -> impl Iterator<Item = Bytes> {
+    let mut start = 0;
+    std::iter::from_fn(move || {
+        let rest = batch.get(start..)?;
+        let end = memchr::memmem::find(rest, b"\n\n")? + start + 2;
+        let frame = batch.slice(start..end);
+        start = end;
+        Some(frame)
+    })
+}
+
+/// The seq of `Last-Event-ID` `<runId>:<seq>` for `run_id`; `None` when it is not that shape.
+pub fn parse_cursor(run_id: &str, last_event_id: &str) -> Option<u64> {
+    let seq = last_event_id.strip_prefix(run_id)?.strip_prefix(':')?;
+    if seq.is_empty() || !seq.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    seq.parse().ok()
+}
+
+/// A poisoned lock only means a panic elsewhere mid-update of plain data; the data is still
+/// usable, and a log must never take the server down with it.
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+#[cfg(test)]
+mod tests;

@@ -562,7 +562,11 @@ async fn assert_cancelled_calls(app: &TestApp, expected: &str) {
     for attempt in 0.. {
         app.fake
             .push_call_then_text(("count", "test__cancelled_calls", "{}"), "Counted.");
-        let events = app.run_events("/", &input(vec![user("Count")])).await;
+        // A thread and run of its own: the run that hung up may still be ending on its thread.
+        let mut body = input(vec![user("Count")]);
+        body["threadId"] = json!(format!("count-{attempt}"));
+        body["runId"] = json!(format!("count-{attempt}"));
+        let events = app.run_events("/", &body).await;
         let count = result_of(&events, "count");
         if count == expected {
             return;
@@ -593,7 +597,13 @@ async fn a_timed_out_call_is_cancelled_on_the_server() {
 
 #[tokio::test]
 async fn a_call_of_a_run_whose_client_hangs_up_is_cancelled_on_the_server() {
-    let mcp = spawn_mcp_app(|s| with_servers(s, vec![test_server()])).await;
+    // A run set to end with its connection (with a thread store, runs otherwise go on for the
+    // reconnect grace period; see the resumable-run tests).
+    let mcp = spawn_mcp_app(|s| {
+        s.runs.on_disconnect = agui_host::settings::OnDisconnect::Cancel;
+        with_servers(s, vec![test_server()]);
+    })
+    .await;
     let app = &mcp.app;
     app.fake.push(Reply::Sse(chunks::tool_calls(
         &[("call_1", "test__slow", r#"{"seconds": 30}"#)],

@@ -17,7 +17,7 @@
 use std::collections::HashSet;
 
 use crate::llm::{ChatMessage, ChatToolCall, UserPart};
-use crate::protocol::{Content, ContentPart, Message, PartSource};
+use crate::protocol::{AssistantMessage, Content, ContentPart, Message, PartSource, ToolMessage};
 
 /// The result the model sees for a tool call the client never answered.
 pub const SYNTHETIC_MISSING_RESULT: &str =
@@ -30,112 +30,152 @@ pub fn to_chat_messages(
     messages: &[Message],
     answered_later: &HashSet<String>,
 ) -> Vec<ChatMessage> {
-    let mut out: Vec<ChatMessage> = Vec::with_capacity(messages.len() + 1);
+    let mut repair = Repair {
+        out: Vec::with_capacity(messages.len() + 1),
+        awaiting: Vec::new(),
+        assistant_open: false,
+        answered_later,
+    };
     if let Some(prompt) = system_prompt.filter(|p| !p.is_empty()) {
-        out.push(ChatMessage::System { content: prompt });
+        repair.out.push(ChatMessage::System { content: prompt });
     }
-    // Calls of the latest assistant turn still waiting for a result, in call order.
-    let mut awaiting: Vec<String> = Vec::new();
-    // Whether the last pushed message is an assistant turn that may absorb the next one.
-    let mut assistant_open = false;
-
     for message in messages {
         match message {
-            Message::Tool(tool) => {
-                let Some(position) = awaiting.iter().position(|id| *id == tool.tool_call_id) else {
-                    tracing::debug!(tool_call_id = %tool.tool_call_id, "dropping a tool result with no pending call");
-                    continue;
-                };
-                awaiting.remove(position);
-                let mut content = tool.content.text();
-                if let Some(error) = &tool.error {
-                    content = if content.is_empty() {
-                        format!("Error: {error}")
-                    } else {
-                        format!("{content}\nError: {error}")
-                    };
-                }
-                out.push(ChatMessage::Tool {
-                    tool_call_id: tool.tool_call_id.clone(),
-                    content,
-                });
-                assistant_open = false;
-            }
-            Message::Assistant(assistant) => {
-                let content = assistant.content.clone().filter(|c| !c.is_empty());
-                let calls: Vec<ChatToolCall> = assistant
-                    .tool_calls
-                    .iter()
-                    .map(|call| ChatToolCall {
-                        id: call.id.clone(),
-                        name: call.function.name.clone(),
-                        arguments: call.function.arguments.clone(),
-                    })
-                    .collect();
-                if content.is_none() && calls.is_empty() {
-                    continue; // an empty shell (e.g. a placeholder the UI created) says nothing
-                }
-                if assistant_open {
-                    if let Some(ChatMessage::Assistant {
-                        content: previous_content,
-                        tool_calls,
-                    }) = out.last_mut()
-                    {
-                        if !tool_calls.is_empty() || !calls.is_empty() {
-                            // A turn already answered cannot absorb more; only merge while no
-                            // result has been placed (assistant_open guarantees that).
-                            if let Some(text) = content {
-                                match previous_content {
-                                    Some(previous) => {
-                                        previous.push('\n');
-                                        previous.push_str(&text);
-                                    }
-                                    None => *previous_content = Some(text),
-                                }
-                            }
-                            awaiting.extend(
-                                calls
-                                    .iter()
-                                    .filter(|c| !answered_later.contains(&c.id))
-                                    .map(|c| c.id.clone()),
-                            );
-                            tool_calls.extend(calls);
-                            continue;
-                        }
-                    }
-                }
-                close_unanswered(&mut awaiting, &mut out);
-                awaiting.extend(
-                    calls
-                        .iter()
-                        .filter(|c| !answered_later.contains(&c.id))
-                        .map(|c| c.id.clone()),
-                );
-                out.push(ChatMessage::Assistant {
-                    content,
-                    tool_calls: calls,
-                });
-                assistant_open = true;
-            }
-            Message::User(user) => {
-                close_unanswered(&mut awaiting, &mut out);
-                out.push(ChatMessage::User {
-                    content: user_parts(&user.content),
-                });
-                assistant_open = false;
-            }
+            Message::Tool(tool) => repair.tool_result(tool),
+            Message::Assistant(assistant) => repair.assistant_turn(assistant),
+            Message::User(user) => repair.push_after_answers(ChatMessage::User {
+                content: user_parts(&user.content),
+            }),
             Message::Developer(text) | Message::System(text) => {
-                close_unanswered(&mut awaiting, &mut out);
-                out.push(ChatMessage::System {
+                repair.push_after_answers(ChatMessage::System {
                     content: text.content.clone(),
                 });
-                assistant_open = false;
             }
             Message::Activity(_) | Message::Reasoning(_) => {}
         }
     }
-    close_unanswered(&mut awaiting, &mut out);
-    out
+    close_unanswered(&mut repair.awaiting, &mut repair.out);
+    repair.out
+}
+
+/// The history being rebuilt, and what the repair rules need to know about its end.
+struct Repair<'a> {
+    out: Vec<ChatMessage>,
+    /// Calls of the latest assistant turn still waiting for a result, in call order.
+    awaiting: Vec<String>,
+    /// Whether the last pushed message is an assistant turn that may absorb the next one.
+    assistant_open: bool,
+    answered_later: &'a HashSet<String>,
+}
+
+impl Repair<'_> {
+    /// A tool result: kept when it answers a waiting call, dropped as an orphan otherwise.
+    fn tool_result(&mut self, tool: &ToolMessage) {
+        let Some(position) = self.awaiting.iter().position(|id| *id == tool.tool_call_id) else {
+            tracing::debug!(tool_call_id = %tool.tool_call_id, "dropping a tool result with no pending call");
+            return;
+        };
+        self.awaiting.remove(position);
+        let mut content = tool.content.text();
+        if let Some(error) = &tool.error {
+            content = if content.is_empty() {
+                format!("Error: {error}")
+            } else {
+                format!("{content}\nError: {error}")
+            };
+        }
+        self.out.push(ChatMessage::Tool {
+            tool_call_id: tool.tool_call_id.clone(),
+            content,
+        });
+        self.assistant_open = false;
+    }
+
+    /// An assistant message: merged into the open turn when either carries tool calls, else a
+    /// new turn (after the previous one's calls are answered).
+    fn assistant_turn(&mut self, assistant: &AssistantMessage) {
+        let content = assistant.content.clone().filter(|c| !c.is_empty());
+        let calls: Vec<ChatToolCall> = assistant
+            .tool_calls
+            .iter()
+            .map(|call| ChatToolCall {
+                id: call.id.clone(),
+                name: call.function.name.clone(),
+                arguments: call.function.arguments.clone(),
+            })
+            .collect();
+        if content.is_none() && calls.is_empty() {
+            return; // an empty shell (e.g. a placeholder the UI created) says nothing
+        }
+        let (content, calls) = match self.merge_into_open_turn(content, calls) {
+            Ok(()) => return,
+            Err(unmerged) => unmerged,
+        };
+        close_unanswered(&mut self.awaiting, &mut self.out);
+        self.await_calls(&calls);
+        self.out.push(ChatMessage::Assistant {
+            content,
+            tool_calls: calls,
+        });
+        self.assistant_open = true;
+    }
+
+    /// Adds `content` and `calls` to the open assistant turn (one turn, as the model produced
+    /// it) when either side carries tool calls; gives them back otherwise.
+    fn merge_into_open_turn(
+        &mut self,
+        content: Option<String>,
+        calls: Vec<ChatToolCall>,
+    ) -> Result<(), (Option<String>, Vec<ChatToolCall>)> {
+        if !self.assistant_open {
+            return Err((content, calls));
+        }
+        let Some(ChatMessage::Assistant {
+            content: previous_content,
+            tool_calls,
+        }) = self.out.last_mut()
+        else {
+            return Err((content, calls));
+        };
+        if tool_calls.is_empty() && calls.is_empty() {
+            return Err((content, calls));
+        }
+        // A turn already answered cannot absorb more; only merge while no result has been
+        // placed (assistant_open guarantees that).
+        if let Some(text) = content {
+            match previous_content {
+                Some(previous) => {
+                    previous.push('\n');
+                    previous.push_str(&text);
+                }
+                None => *previous_content = Some(text),
+            }
+        }
+        let awaited: Vec<String> = calls
+            .iter()
+            .filter(|c| !self.answered_later.contains(&c.id))
+            .map(|c| c.id.clone())
+            .collect();
+        tool_calls.extend(calls);
+        self.awaiting.extend(awaited);
+        Ok(())
+    }
+
+    fn await_calls(&mut self, calls: &[ChatToolCall]) {
+        self.awaiting.extend(
+            calls
+                .iter()
+                .filter(|c| !self.answered_later.contains(&c.id))
+                .map(|c| c.id.clone()),
+        );
+    }
+
+    /// A user or system message: every waiting call is answered before it.
+    fn push_after_answers(&mut self, message: ChatMessage) {
+        close_unanswered(&mut self.awaiting, &mut self.out);
+        self.out.push(message);
+        self.assistant_open = false;
+    }
 }
 
 /// Answers every call still waiting with the synthetic result, in call order.

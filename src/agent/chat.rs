@@ -290,22 +290,9 @@ impl RunState {
             match std::mem::replace(&mut self.phase, Phase::Done) {
                 Phase::Done => return None,
                 Phase::CallModel => {
-                    if self.model_calls >= self.config.max_iterations {
-                        return Some((Err(AgentError::MaxIterations(self.model_calls)), self));
+                    if let Err(error) = self.call_model() {
+                        return Some((Err(error), self));
                     }
-                    self.model_calls += 1;
-                    let request = ChatRequest {
-                        model: Some(self.model.clone()),
-                        messages: self.history.clone(),
-                        tools: self.tool_specs.clone(),
-                    };
-                    let provider = self.llm.provider_id();
-                    let trace = ModelCallTrace::start(provider, &self.thread_id, &request);
-                    self.phase = Phase::Streaming {
-                        events: trace.traced_events(self.llm.stream_chat(request)),
-                        turn: Turn::new(),
-                        trace,
-                    };
                 }
                 Phase::Streaming {
                     mut events,
@@ -315,18 +302,8 @@ impl RunState {
                     Some(Ok(event)) => {
                         trace.on_event(&event);
                         if let LlmEvent::Usage(usage) = &event {
-                            self.queue.push_back(AgentUpdate::Usage(TokenUsage {
-                                provider: Some(self.llm.provider_id().to_owned()),
-                                model: Some(self.model.clone()),
-                                input_tokens: Some(usage.input_tokens),
-                                output_tokens: Some(usage.output_tokens),
-                                total_tokens: Some(
-                                    usage.input_tokens.saturating_add(usage.output_tokens),
-                                ),
-                                reasoning_tokens: usage.reasoning_tokens,
-                                cached_input_tokens: usage.cached_input_tokens,
-                                cache_write_input_tokens: None,
-                            }));
+                            let usage = self.token_usage(usage);
+                            self.queue.push_back(AgentUpdate::Usage(usage));
                         } else {
                             turn.apply(event, &mut self.queue);
                         }
@@ -368,6 +345,42 @@ impl RunState {
                     },
                 },
             }
+        }
+    }
+
+    /// Starts the next model call with the history so far, unless the run has used its
+    /// `max_iterations`.
+    fn call_model(&mut self) -> Result<(), AgentError> {
+        if self.model_calls >= self.config.max_iterations {
+            return Err(AgentError::MaxIterations(self.model_calls));
+        }
+        self.model_calls += 1;
+        let request = ChatRequest {
+            model: Some(self.model.clone()),
+            messages: self.history.clone(),
+            tools: self.tool_specs.clone(),
+        };
+        let provider = self.llm.provider_id();
+        let trace = ModelCallTrace::start(provider, &self.thread_id, &request);
+        self.phase = Phase::Streaming {
+            events: trace.traced_events(self.llm.stream_chat(request)),
+            turn: Turn::new(),
+            trace,
+        };
+        Ok(())
+    }
+
+    /// A model call's token counts as the run reports them.
+    fn token_usage(&self, usage: &crate::llm::Usage) -> TokenUsage {
+        TokenUsage {
+            provider: Some(self.llm.provider_id().to_owned()),
+            model: Some(self.model.clone()),
+            input_tokens: Some(usage.input_tokens),
+            output_tokens: Some(usage.output_tokens),
+            total_tokens: Some(usage.input_tokens.saturating_add(usage.output_tokens)),
+            reasoning_tokens: usage.reasoning_tokens,
+            cached_input_tokens: usage.cached_input_tokens,
+            cache_write_input_tokens: None,
         }
     }
 

@@ -222,38 +222,11 @@ impl Pump {
                     Ok(next) => Wake::Next(next),
                 },
             };
-            match wake {
-                Wake::Idle => {
-                    self.count_write(0, KEEP_ALIVE_FRAME.len());
-                    return Some((Ok(Bytes::from_static(KEEP_ALIVE_FRAME)), self));
-                }
-                Wake::Shutdown => {
-                    tracing::warn!("the shutdown grace period is over; ending the run");
-                    self.end_with_error(
-                        "shutdown",
-                        "The server is shutting down; please retry.",
-                        &mut out,
-                    );
-                }
-                Wake::Deadline => {
-                    tracing::warn!("the run reached its deadline; ending it");
-                    self.end_with_error(
-                        "run_deadline",
-                        "The run took longer than this server allows.",
-                        &mut out,
-                    );
-                }
-                Wake::Superseded => {
-                    tracing::info!("a newer run took the thread; ending this one");
-                    self.end_with_error(
-                        "thread_superseded",
-                        "A newer run on this thread took over.",
-                        &mut out,
-                    );
-                }
-                Wake::Cancelled => self.stop_run(&mut out),
-                Wake::Next(next) => self.handle(next, &mut out),
+            if let Wake::Idle = wake {
+                self.count_write(0, KEEP_ALIVE_FRAME.len());
+                return Some((Ok(Bytes::from_static(KEEP_ALIVE_FRAME)), self));
             }
+            self.on_wake(wake, &mut out);
             while out.len() < MAX_BATCH_BYTES {
                 let Some(updates) = self.updates.as_mut() else {
                     break;
@@ -280,6 +253,40 @@ impl Pump {
             }
         }
         Some((Ok(Bytes::from(out)), self))
+    }
+
+    /// What a wake-up other than idleness writes: the agent's next update, or the end the
+    /// shutdown, the deadline, a newer run on the thread or a stop request gives the run.
+    fn on_wake(&mut self, wake: Wake, out: &mut Vec<u8>) {
+        match wake {
+            Wake::Idle => {}
+            Wake::Shutdown => {
+                tracing::warn!("the shutdown grace period is over; ending the run");
+                self.end_with_error(
+                    "shutdown",
+                    "The server is shutting down; please retry.",
+                    out,
+                );
+            }
+            Wake::Deadline => {
+                tracing::warn!("the run reached its deadline; ending it");
+                self.end_with_error(
+                    "run_deadline",
+                    "The run took longer than this server allows.",
+                    out,
+                );
+            }
+            Wake::Superseded => {
+                tracing::info!("a newer run took the thread; ending this one");
+                self.end_with_error(
+                    "thread_superseded",
+                    "A newer run on this thread took over.",
+                    out,
+                );
+            }
+            Wake::Cancelled => self.stop_run(out),
+            Wake::Next(next) => self.handle(next, out),
+        }
     }
 
     fn count_write(&self, events: u64, bytes: usize) {

@@ -88,19 +88,7 @@ pub(super) async fn prepare(
             return Ok(Prepared::Hydrate(hydrate(record)));
         }
     }
-    let supersede = threads.on_concurrent_run == ConcurrentRunPolicy::Supersede;
-    let lease = threads
-        .leases
-        .acquire(&key, supersede)
-        .await
-        .map_err(|error| match error {
-            LeaseError::Busy => ApiError::new(
-                StatusCode::CONFLICT,
-                "thread_busy",
-                "another run is still streaming on this thread; wait for it to end or stop it",
-            ),
-            LeaseError::Backend(error) => unavailable(&error),
-        })?;
+    let lease = take_lease(threads, &key).await?;
     // Loaded under the lease, so no other run saves between this load and this run's save.
     let previous = if hydrating {
         None
@@ -108,35 +96,7 @@ pub(super) async fn prepare(
         load(threads, &key).await?
     };
     if let (Some(record), HistoryPolicy::Verify) = (&previous, threads.history) {
-        let no_tools = AgentTools::default();
-        let tools = threads.agent_tools.get(agent).unwrap_or(&no_tools);
-        let client_tools: BTreeSet<&str> = request.tools.iter().map(|t| t.name.as_str()).collect();
-        let resumed_calls: BTreeSet<&str> = record
-            .interrupts
-            .iter()
-            .filter(|interrupt| {
-                request
-                    .resume
-                    .iter()
-                    .any(|r| r.interrupt_id == interrupt.id)
-            })
-            .filter_map(|interrupt| interrupt.tool_call_id.as_deref())
-            .collect();
-        let expect = verify::Expectations {
-            server_tools: &tools.server_tools,
-            server_tool_prefixes: &tools.server_tool_prefixes,
-            client_tools: &client_tools,
-            resumed_calls: &resumed_calls,
-            declined_result: Some(tools.declined_result.as_str()),
-        };
-        verify::reconcile(record, &mut request.messages, expect).map_err(|mismatch| {
-            tracing::warn!(%mismatch, "a client's history does not match the thread's record");
-            ApiError::new(
-                StatusCode::UNPROCESSABLE_ENTITY,
-                mismatch.code(),
-                mismatch.to_string(),
-            )
-        })?;
+        verify_history(threads, agent, record, request)?;
     }
     let recorder = ThreadRecorder::new(
         previous.as_ref(),
@@ -151,6 +111,63 @@ pub(super) async fn prepare(
         lease,
         recorder,
     })))
+}
+
+/// The thread's run lease: 409 `thread_busy` while another run streams on it (unless the policy
+/// is to supersede that run), 503 when the store cannot be reached.
+async fn take_lease(threads: &Threads, key: &ThreadKey) -> Result<Lease, ApiError> {
+    let supersede = threads.on_concurrent_run == ConcurrentRunPolicy::Supersede;
+    threads
+        .leases
+        .acquire(key, supersede)
+        .await
+        .map_err(|error| match error {
+            LeaseError::Busy => ApiError::new(
+                StatusCode::CONFLICT,
+                "thread_busy",
+                "another run is still streaming on this thread; wait for it to end or stop it",
+            ),
+            LeaseError::Backend(error) => unavailable(&error),
+        })
+}
+
+/// Checks (and repairs) the client's history against the thread's record: a server tool result
+/// the server did not produce, or one it changed, is a 422.
+fn verify_history(
+    threads: &Threads,
+    agent: &str,
+    record: &ThreadRecord,
+    request: &mut RunRequest,
+) -> Result<(), ApiError> {
+    let no_tools = AgentTools::default();
+    let tools = threads.agent_tools.get(agent).unwrap_or(&no_tools);
+    let client_tools: BTreeSet<&str> = request.tools.iter().map(|t| t.name.as_str()).collect();
+    let resumed_calls: BTreeSet<&str> = record
+        .interrupts
+        .iter()
+        .filter(|interrupt| {
+            request
+                .resume
+                .iter()
+                .any(|r| r.interrupt_id == interrupt.id)
+        })
+        .filter_map(|interrupt| interrupt.tool_call_id.as_deref())
+        .collect();
+    let expect = verify::Expectations {
+        server_tools: &tools.server_tools,
+        server_tool_prefixes: &tools.server_tool_prefixes,
+        client_tools: &client_tools,
+        resumed_calls: &resumed_calls,
+        declined_result: Some(tools.declined_result.as_str()),
+    };
+    verify::reconcile(record, &mut request.messages, expect).map_err(|mismatch| {
+        tracing::warn!(%mismatch, "a client's history does not match the thread's record");
+        ApiError::new(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            mismatch.code(),
+            mismatch.to_string(),
+        )
+    })
 }
 
 impl ThreadRun {

@@ -594,44 +594,21 @@ impl Settings {
             )));
         }
         for (name, agent) in &self.agents {
-            if name.is_empty()
-                || !name
-                    .chars()
-                    .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
-            {
-                return Err(SettingsError::Invalid(format!(
-                    "agent name `{name}` must be non-empty ASCII letters, digits, `_` or `-` (it is a route)"
-                )));
-            }
-            if RESERVED_ROUTES.contains(&name.as_str()) {
-                return Err(SettingsError::Invalid(format!(
-                    "agent name `{name}` is taken by the route /{name}; reserved: {}",
-                    RESERVED_ROUTES.join(", ")
-                )));
-            }
-            if agent.max_iterations == 0 {
-                return Err(SettingsError::Invalid(format!(
-                    "agents.{name}.max_iterations must be at least 1"
-                )));
-            }
-            for (key, rule) in &agent.predict_state {
-                if key.is_empty() || rule.tool.is_empty() || rule.tool_argument.is_empty() {
-                    return Err(SettingsError::Invalid(format!(
-                        "agents.{name}.predict_state: the state key `{key}`, its tool and its tool_argument must be non-empty"
-                    )));
-                }
-            }
-            agent.validate_mcp_servers(name)?;
-            let mut seen = std::collections::BTreeSet::new();
-            for tool in &agent.tools {
-                if !seen.insert(tool.name.as_str()) {
-                    return Err(SettingsError::Invalid(format!(
-                        "agents.{name}: tool `{}` is declared twice",
-                        tool.name
-                    )));
-                }
-            }
+            validate_agent(name, agent)?;
         }
+        self.validate_approval_keys()?;
+        if self.llm.effective_provider() == LlmProvider::Azure
+            && (self.llm.base_url.is_empty() || self.llm.azure_deployment.is_empty())
+        {
+            return Err(SettingsError::Invalid(
+                "llm.provider = \"azure\" needs llm.base_url (the resource endpoint) and llm.azure_deployment".into(),
+            ));
+        }
+        Ok(())
+    }
+
+    /// In production, agents with tools that need approval need real approval keys.
+    fn validate_approval_keys(&self) -> Result<(), SettingsError> {
         let needs_approval_key = self.agents.values().any(|agent| {
             agent
                 .mcp_servers
@@ -657,15 +634,50 @@ impl Settings {
                     .into(),
             ));
         }
-        if self.llm.effective_provider() == LlmProvider::Azure
-            && (self.llm.base_url.is_empty() || self.llm.azure_deployment.is_empty())
-        {
-            return Err(SettingsError::Invalid(
-                "llm.provider = \"azure\" needs llm.base_url (the resource endpoint) and llm.azure_deployment".into(),
-            ));
-        }
         Ok(())
     }
+}
+
+/// One agent's name (a route) and the settings serde cannot check.
+fn validate_agent(name: &str, agent: &AgentSettings) -> Result<(), SettingsError> {
+    if name.is_empty()
+        || !name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+    {
+        return Err(SettingsError::Invalid(format!(
+            "agent name `{name}` must be non-empty ASCII letters, digits, `_` or `-` (it is a route)"
+        )));
+    }
+    if RESERVED_ROUTES.contains(&name) {
+        return Err(SettingsError::Invalid(format!(
+            "agent name `{name}` is taken by the route /{name}; reserved: {}",
+            RESERVED_ROUTES.join(", ")
+        )));
+    }
+    if agent.max_iterations == 0 {
+        return Err(SettingsError::Invalid(format!(
+            "agents.{name}.max_iterations must be at least 1"
+        )));
+    }
+    for (key, rule) in &agent.predict_state {
+        if key.is_empty() || rule.tool.is_empty() || rule.tool_argument.is_empty() {
+            return Err(SettingsError::Invalid(format!(
+                "agents.{name}.predict_state: the state key `{key}`, its tool and its tool_argument must be non-empty"
+            )));
+        }
+    }
+    agent.validate_mcp_servers(name)?;
+    let mut seen = std::collections::BTreeSet::new();
+    for tool in &agent.tools {
+        if !seen.insert(tool.name.as_str()) {
+            return Err(SettingsError::Invalid(format!(
+                "agents.{name}: tool `{}` is declared twice",
+                tool.name
+            )));
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]

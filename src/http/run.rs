@@ -127,6 +127,11 @@ async fn run_agent(
         Some(log) => super::runs::drive(&state, log, pump, span),
         None => Body::from_stream(event_stream(pump, span)),
     };
+    Ok(sse_response(body))
+}
+
+/// A response streaming `body` as server-sent events, never cached or buffered on the way.
+pub(super) fn sse_response(body: Body) -> Response {
     let mut response = Response::new(body);
     let headers = response.headers_mut();
     headers.insert(
@@ -136,7 +141,7 @@ async fn run_agent(
     headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
     // Tells nginx-style proxies not to buffer the stream.
     headers.insert("x-accel-buffering", HeaderValue::from_static("no"));
-    Ok(response)
+    response
 }
 
 /// The per-run pump between the agent and the response body (or, for a logged run, the

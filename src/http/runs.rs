@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use axum::body::{Body, Bytes};
 use axum::extract::{Path, Query, State};
-use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
+use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::{Extension, Json};
 use futures_util::stream;
@@ -21,7 +21,7 @@ use serde_json::json;
 use tracing::Instrument;
 
 use super::auth::Principal;
-use super::run::Pump;
+use super::run::{sse_response, Pump};
 use super::{threads, ApiError, AppState};
 use crate::protocol::KEEP_ALIVE_FRAME;
 use crate::runs::{parse_cursor, Follower, LogLimits, Next, OpenError, ReadError, RunLog, RunLogs};
@@ -147,17 +147,6 @@ fn reader_body(follower: Follower, keep_alive: Duration) -> Body {
     Body::from_stream(chunks)
 }
 
-fn sse_response(body: Body) -> Response {
-    let mut response = Response::new(body);
-    let headers = response.headers_mut();
-    headers.insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("text/event-stream"),
-    );
-    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
-    headers.insert("x-accel-buffering", HeaderValue::from_static("no"));
-    response
-}
 
 #[derive(Debug, Deserialize)]
 pub(super) struct EventsQuery {

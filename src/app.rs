@@ -74,7 +74,15 @@ impl App {
         settings.validate()?;
         // Every other check first, with no store opened and no MCP server started, so a
         // configuration error starts no process; then the real assembly (building is cheap).
-        assemble(&settings, &extra_tools, None, &McpServers::default())?;
+        // Once, so its warning about a missing key is logged once.
+        let approval_keys = approval_keys(&settings);
+        assemble(
+            &settings,
+            &extra_tools,
+            &approval_keys,
+            None,
+            &McpServers::default(),
+        )?;
         let threads =
             Threads::from_settings(&settings.threads, agent_tools(&settings, &extra_tools))
                 .await?
@@ -86,7 +94,7 @@ impl App {
             offline,
             shutdown,
             metrics,
-        } = match assemble(&settings, &extra_tools, threads, &mcp) {
+        } = match assemble(&settings, &extra_tools, &approval_keys, threads, &mcp) {
             Ok(assembled) => assembled,
             Err(error) => {
                 mcp.shutdown().await;
@@ -123,7 +131,15 @@ impl App {
     /// it: what `agui-host check-config` runs.
     pub fn check(settings: &Settings) -> Result<(), AppError> {
         // The thread store is not opened: a check needs no Redis, and its settings are validated.
-        assemble(settings, &ExtraTools::new(), None, &McpServers::default()).map(drop)
+        let approval_keys = approval_keys(settings);
+        assemble(
+            settings,
+            &ExtraTools::new(),
+            &approval_keys,
+            None,
+            &McpServers::default(),
+        )
+        .map(drop)
     }
 
     /// The address the service listens on (the real port when 0 was asked for).
@@ -239,6 +255,7 @@ struct Assembled {
 fn assemble(
     settings: &Settings,
     extra_tools: &ExtraTools,
+    approval_keys: &[String],
     threads: Option<Arc<Threads>>,
     mcp: &McpServers,
 ) -> Result<Assembled, AppError> {
@@ -254,7 +271,6 @@ fn assemble(
     let llm = LlmClient::new(&settings.llm)?;
     let model = llm.describe();
     let offline = llm.is_offline();
-    let approval_keys = approval_keys(settings);
     let mut agents: BTreeMap<String, Arc<dyn Agent>> = BTreeMap::new();
     for (name, agent_settings) in &settings.agents {
         let tools = extra_tools.get(name).map(Vec::as_slice).unwrap_or_default();
@@ -264,7 +280,7 @@ fn assemble(
             llm.clone(),
             tools,
             mcp.sources_for(name),
-            &approval_keys,
+            approval_keys,
         )
         .map_err(|message| SettingsError::Invalid(format!("agents.{name}: {message}")))?;
         agents.insert(name.clone(), agent);

@@ -147,7 +147,6 @@ fn reader_body(follower: Follower, keep_alive: Duration) -> Body {
     Body::from_stream(chunks)
 }
 
-
 #[derive(Debug, Deserialize)]
 pub(super) struct EventsQuery {
     /// For clients that cannot set the `Last-Event-ID` header.

@@ -219,6 +219,7 @@ impl RunEncoder {
     }
 
     /// Checks `body` against the run's open entities and records what it opens or closes.
+    #[inline]
     fn track(&mut self, body: &EventBody) -> Result<Track, EncodeError> {
         match body {
             EventBody::RunStarted(_) | EventBody::RunFinished(_) | EventBody::RunError(_) => Err(
@@ -268,6 +269,7 @@ impl RunEncoder {
         }
     }
 
+    #[inline]
     fn track_tool_call(&mut self, body: &EventBody) -> Result<(), EncodeError> {
         match body {
             EventBody::ToolCallStart(e) => {
@@ -298,6 +300,7 @@ impl RunEncoder {
         }
     }
 
+    #[inline]
     fn track_reasoning(&mut self, body: &EventBody) -> Result<Track, EncodeError> {
         let (spans, messages) = (
             &mut self.open_reasoning_spans,
@@ -520,6 +523,7 @@ enum Track {
 }
 
 impl Track {
+    #[inline]
     fn unless_empty(delta: &str) -> Self {
         if delta.is_empty() {
             Track::Skip

@@ -486,6 +486,7 @@ enum StringStep {
 }
 
 /// One step inside a string: the closing quote, a run of plain text, or one byte of an escape.
+#[inline]
 fn string_step(
     text: &mut String,
     escape: &mut Escape,
@@ -526,6 +527,7 @@ fn string_step(
 }
 
 /// The byte after a backslash.
+#[inline]
 fn backslash_escape(text: &mut String, escape: &mut Escape, b: u8) -> Result<(), &'static str> {
     let c = match b {
         b'"' => '"',
@@ -587,11 +589,13 @@ fn unicode_digit(
     Ok(())
 }
 
+#[inline]
 fn is_number_byte(b: u8) -> bool {
     matches!(b, b'0'..=b'9' | b'-' | b'+' | b'.' | b'e' | b'E')
 }
 
 /// Where the run that starts at `at` ends: the first byte from `at` that `stops` it, or the end.
+#[inline]
 fn run_end(s: &str, at: usize, stops: impl Fn(u8) -> bool) -> usize {
     s.as_bytes()[at..]
         .iter()

@@ -207,6 +207,23 @@ fn function_type() -> String {
     "function".to_owned()
 }
 
+impl ToolCall {
+    /// A function call whose arguments are still to come, as a client records a
+    /// `TOOL_CALL_START`.
+    pub fn started(id: &str, name: &str) -> Self {
+        ToolCall {
+            id: id.to_owned(),
+            call_type: function_type(),
+            function: FunctionCall {
+                name: name.to_owned(),
+                arguments: String::new(),
+            },
+            encrypted_value: None,
+            metadata: None,
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct FunctionCall {
     pub name: String,

@@ -9,8 +9,8 @@ use serde_json::Value;
 
 use super::{now_millis, ThreadRecord};
 use crate::protocol::{
-    AssistantMessage, Content, EventBody, FunctionCall, Interrupt, Message, TextRole, ToolCall,
-    ToolMessage, ToolResultContent,
+    AssistantMessage, Content, EventBody, Interrupt, Message, TextRole, ToolCall, ToolMessage,
+    ToolResultContent,
 };
 
 /// See the module docs.
@@ -182,16 +182,7 @@ impl ThreadRecorder {
             self.messages.len() - 1
         });
         if let Message::Assistant(message) = &mut self.messages[position] {
-            message.tool_calls.push(ToolCall {
-                id: id.to_owned(),
-                call_type: "function".to_owned(),
-                function: FunctionCall {
-                    name: name.to_owned(),
-                    arguments: String::new(),
-                },
-                encrypted_value: None,
-                metadata: None,
-            });
+            message.tool_calls.push(ToolCall::started(id, name));
         }
     }
 

@@ -2,9 +2,9 @@
 //! what the next run sends is what a real frontend would send.
 
 use agui_host::protocol::{
-    AssistantMessage, Content, EncryptedValueSubtype, FunctionCall, Message,
-    ReasoningEncryptedValue, ReasoningMessage, ResumeEntry, RunAgentInput, TextMessage, TextRole,
-    Tool, ToolCall, ToolCallResult, ToolMessage, ToolResultContent, UserMessage,
+    AssistantMessage, Content, EncryptedValueSubtype, Message, ReasoningEncryptedValue,
+    ReasoningMessage, ResumeEntry, RunAgentInput, TextMessage, TextRole, Tool, ToolCall,
+    ToolCallResult, ToolMessage, ToolResultContent, UserMessage,
 };
 use agui_host::text::new_id;
 use serde_json::{json, Value};
@@ -179,16 +179,7 @@ impl Thread {
             }
         };
         if let Message::Assistant(message) = &mut self.messages[at] {
-            message.tool_calls.push(ToolCall {
-                id: call_id.to_owned(),
-                call_type: "function".to_owned(),
-                function: FunctionCall {
-                    name: name.to_owned(),
-                    arguments: String::new(),
-                },
-                encrypted_value: None,
-                metadata: None,
-            });
+            message.tool_calls.push(ToolCall::started(call_id, name));
         }
     }
 

@@ -275,19 +275,63 @@ describe("CopilotKit example in Chromium", () => {
     await page.screenshot({ path: path.join(ARTIFACTS, `${name}.png`) });
   }
 
-  /** Types the request and waits for the approval card; returns the frames seen until then. */
+  /**
+   * Types the request and waits for the approval card; returns the frames seen until then. A
+   * failure says what the page showed and what agui-host logged, since a timeout alone does not.
+   */
   async function askForRecipe(page, name) {
-    await page.getByTestId("copilot-chat-textarea").fill(PROMPT);
-    await page.getByTestId("copilot-chat-textarea").press("Enter");
+    try {
+      await sendMessage(page, PROMPT);
+      // Some ingredients are on screen, the rest of the recipe is still to come; the screenshot
+      // is best effort (a starved renderer may paint the last steps at once), the frames are
+      // what assertStreamedIn judges.
+      await page.waitForFunction(
+        () =>
+          window.__frames.some((f) => f.status === "writing" && f.ingredients >= 2) ||
+          document.querySelector('[data-testid="approval-card"]'),
+        null,
+        { timeout: 30_000 },
+      );
+      await shot(page, `${name}-1-filling-in`);
 
-    // Some ingredients are on screen, the rest of the recipe is still to come.
-    await page.waitForFunction(() => window.__frames.some((f) => f.status === "writing" && f.ingredients >= 2));
-    await shot(page, `${name}-1-filling-in`);
+      const card = page.getByTestId("approval-card");
+      await card.getByRole("button", { name: "Approve" }).waitFor({ timeout: 30_000 });
+      await shot(page, `${name}-2-approval`);
+      return page.evaluate(() => window.__frames);
+    } catch (error) {
+      await shot(page, `${name}-failed`).catch(() => {});
+      const frames = await page.evaluate(() => window.__frames).catch(() => "unavailable");
+      const text = await page.locator("body").innerText().catch(() => "unavailable");
+      error.message +=
+        `\n--- recipe frames\n${JSON.stringify(frames)}\n--- page text\n${text}` +
+        `\n--- agui-host log (last 40 lines)\n${aguiHost.log().split("\n").slice(-40).join("\n")}` +
+        `\n--- server.mjs log (last 40 lines)\n${example.log().split("\n").slice(-40).join("\n")}`;
+      throw error;
+    }
+  }
 
-    const card = page.getByTestId("approval-card");
-    await card.getByRole("button", { name: "Approve" }).waitFor({ timeout: 30_000 });
-    await shot(page, `${name}-2-approval`);
-    return page.evaluate(() => window.__frames);
+  /**
+   * Sends a chat message. The textarea appears before CopilotKit has connected to its runtime;
+   * an Enter pressed in that window can leave the text in place and send nothing, so the
+   * message counts as sent once the textarea is cleared, and Enter is pressed again until it is.
+   */
+  async function sendMessage(page, text) {
+    const textarea = page.getByTestId("copilot-chat-textarea");
+    await textarea.fill(text);
+    const deadline = Date.now() + 20_000;
+    for (;;) {
+      await textarea.press("Enter");
+      try {
+        await page.waitForFunction(
+          () => document.querySelector('[data-testid="copilot-chat-textarea"]')?.value === "",
+          null,
+          { timeout: 2_000 },
+        );
+        return;
+      } catch (error) {
+        if (Date.now() > deadline) throw new Error(`the chat never took the message: ${error.message}`);
+      }
+    }
   }
 
   /** Waits for the recipe view to show a status (it follows the card by one render). */

@@ -227,9 +227,9 @@ fn nesting_invalid_utf8_and_out_of_range_numbers_are_400() {
     );
 }
 
-#[test]
-fn each_input_limit_is_refused_with_its_own_code() {
-    let limits = InputLimitSettings {
+/// Small limits, so that each case below passes one of them by a little.
+fn small_limits() -> InputLimitSettings {
+    InputLimitSettings {
         max_messages: 3,
         max_content_bytes: 100,
         max_tools: 1,
@@ -239,8 +239,17 @@ fn each_input_limit_is_refused_with_its_own_code() {
         max_resume_entries: 1,
         max_resume_bytes: 40,
         ..InputLimitSettings::default()
-    };
-    let text = |n: usize| json!({"id": "u", "role": "user", "content": "x".repeat(n)});
+    }
+}
+
+fn user_text(n: usize) -> Value {
+    json!({"id": "u", "role": "user", "content": "x".repeat(n)})
+}
+
+#[test]
+fn each_input_limit_is_refused_with_its_own_code() {
+    let limits = small_limits();
+    let text = user_text;
     let cases = [
         (
             json!({"messages": [text(1), text(1), text(1), text(1)]}),
@@ -306,7 +315,12 @@ fn each_input_limit_is_refused_with_its_own_code() {
             (422, code.to_owned())
         );
     }
-    // At the limits exactly: accepted.
+}
+
+#[test]
+fn input_at_every_limit_exactly_is_accepted() {
+    let limits = small_limits();
+    let text = user_text;
     let body = json!({
         "messages": [text(50), text(50), {"id": "r", "role": "reasoning", "content": ""}],
         "tools": [{"name": "a"}],
@@ -316,6 +330,11 @@ fn each_input_limit_is_refused_with_its_own_code() {
         "resume": [{"interruptId": "a".repeat(24), "status": "resolved", "payload": {"k": "01234"}}],
     });
     assert!(decode_run_input(&serde_json::to_vec(&body).unwrap(), &limits).is_ok());
+}
+
+#[test]
+fn a_control_character_in_an_id_is_refused() {
+    let limits = small_limits();
     let control = json!({"messages": [], "threadId": "a\nb"});
     assert_eq!(
         status_and_code(&serde_json::to_vec(&control).unwrap(), &limits),

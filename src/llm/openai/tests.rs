@@ -195,7 +195,66 @@ fn request_body_uses_the_openai_schema() {
     s.temperature = Some(0.5);
     s.max_tokens = Some(256);
     let backend = HttpBackend::new(&s, Flavor::OpenAi).expect("backend");
-    let request = ChatRequest {
+    let body: Value = serde_json::from_slice(
+        &backend
+            .request_body(&every_message_kind_request())
+            .expect("body"),
+    )
+    .expect("json");
+    assert_eq!(
+        body,
+        json!({
+            "model": "override",
+            "stream": true,
+            "stream_options": { "include_usage": true },
+            "temperature": 0.5,
+            "max_tokens": 256,
+            "messages": [
+                { "role": "system", "content": "sys" },
+                { "role": "user", "content": [
+                    { "type": "text", "text": "look" },
+                    { "type": "image_url", "image_url": { "url": "data:image/png;base64,AAAA" } }
+                ] },
+                { "role": "assistant", "tool_calls": [
+                    { "id": "c1", "type": "function", "function": { "name": "f", "arguments": "{}" } }
+                ] },
+                { "role": "tool", "tool_call_id": "c1", "content": "42" },
+                { "role": "assistant", "content": "done" }
+            ],
+            "tools": [
+                { "type": "function", "function": { "name": "f", "description": "does f",
+                  "parameters": {"type":"object","properties":{"a":{"type":"string"}}} } },
+                { "type": "function", "function": { "name": "g",
+                  "parameters": {"type":"object","properties":{}} } }
+            ]
+        })
+    );
+}
+
+#[test]
+fn request_body_leaves_out_what_is_not_wanted() {
+    // No tools: no `tools` key; no usage wanted: no `stream_options`; default model.
+    let mut s = settings_for("127.0.0.1:9".parse().expect("addr"));
+    s.stream_usage = false;
+    s.temperature = None;
+    s.max_tokens = None;
+    let backend = HttpBackend::new(&s, Flavor::OpenAi).expect("backend");
+    let body: Value =
+        serde_json::from_slice(&backend.request_body(&hello_request()).expect("body"))
+            .expect("json");
+    assert_eq!(
+        body,
+        json!({
+            "model": "test-model",
+            "stream": true,
+            "messages": [{ "role": "user", "content": "hi" }]
+        })
+    );
+}
+
+/// A request with a message of every kind, a model override and a tool with no parameters.
+fn every_message_kind_request() -> ChatRequest {
+    ChatRequest {
         model: Some("override".into()),
         messages: vec![
             ChatMessage::System {
@@ -238,54 +297,7 @@ fn request_body_uses_the_openai_schema() {
                 parameters: Value::Null,
             },
         ],
-    };
-    let body: Value =
-        serde_json::from_slice(&backend.request_body(&request).expect("body")).expect("json");
-    assert_eq!(
-        body,
-        json!({
-            "model": "override",
-            "stream": true,
-            "stream_options": { "include_usage": true },
-            "temperature": 0.5,
-            "max_tokens": 256,
-            "messages": [
-                { "role": "system", "content": "sys" },
-                { "role": "user", "content": [
-                    { "type": "text", "text": "look" },
-                    { "type": "image_url", "image_url": { "url": "data:image/png;base64,AAAA" } }
-                ] },
-                { "role": "assistant", "tool_calls": [
-                    { "id": "c1", "type": "function", "function": { "name": "f", "arguments": "{}" } }
-                ] },
-                { "role": "tool", "tool_call_id": "c1", "content": "42" },
-                { "role": "assistant", "content": "done" }
-            ],
-            "tools": [
-                { "type": "function", "function": { "name": "f", "description": "does f",
-                  "parameters": {"type":"object","properties":{"a":{"type":"string"}}} } },
-                { "type": "function", "function": { "name": "g",
-                  "parameters": {"type":"object","properties":{}} } }
-            ]
-        })
-    );
-
-    // No tools: no `tools` key; no usage wanted: no `stream_options`; default model.
-    s.stream_usage = false;
-    s.temperature = None;
-    s.max_tokens = None;
-    let backend = HttpBackend::new(&s, Flavor::OpenAi).expect("backend");
-    let body: Value =
-        serde_json::from_slice(&backend.request_body(&hello_request()).expect("body"))
-            .expect("json");
-    assert_eq!(
-        body,
-        json!({
-            "model": "test-model",
-            "stream": true,
-            "messages": [{ "role": "user", "content": "hi" }]
-        })
-    );
+    }
 }
 
 #[test]

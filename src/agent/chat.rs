@@ -33,9 +33,7 @@ use super::{
     RunRequest, ToolDecision,
 };
 use crate::llm::{ChatMessage, ChatRequest, ChatToolCall, LlmClient, LlmError, LlmEvent, ToolSpec};
-use crate::protocol::{
-    Context, EventBody, TokenUsage, ToolCallResult, ToolResultContent, ToolRole,
-};
+use crate::protocol::{Context, EventBody, TokenUsage, ToolResultContent};
 use crate::settings::{ResultStateKind, ToolNameClash, ToolStateRule, ToolStateSource};
 use crate::telemetry::genai;
 use crate::tools::{self, StateUpdate, ToolContext, ToolError, ToolOutput, ToolRegistry};
@@ -544,14 +542,10 @@ impl RunState {
         state_events: Vec<EventBody>,
     ) {
         self.queue
-            .push_back(AgentUpdate::Event(EventBody::ToolCallResult(
-                ToolCallResult {
-                    message_id: new_id("msg"),
-                    tool_call_id: tool_call_id.clone(),
-                    content: ToolResultContent::Text(content.clone()),
-                    role: Some(ToolRole::Tool),
-                    subagent_run_id: None,
-                },
+            .push_back(AgentUpdate::Event(EventBody::tool_call_result(
+                new_id("msg"),
+                tool_call_id.clone(),
+                ToolResultContent::Text(content.clone()),
             )));
         self.queue
             .extend(state_events.into_iter().map(AgentUpdate::Event));

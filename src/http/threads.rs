@@ -18,7 +18,7 @@ use serde_json::json;
 use super::auth::Principal;
 use super::{ApiError, AppState};
 use crate::agent::{AgentStream, AgentUpdate, RunRequest};
-use crate::protocol::{EventBody, Interrupt, MessagesSnapshot, StateSnapshot};
+use crate::protocol::{EventBody, Interrupt, MessagesSnapshot};
 use crate::settings::{ConcurrentRunPolicy, HistoryPolicy};
 use crate::threads::{
     verify, AgentTools, Lease, LeaseError, StoreError, ThreadKey, ThreadRecord, ThreadRecorder,
@@ -198,12 +198,7 @@ fn hydrate(record: ThreadRecord) -> AgentStream {
         },
     ))];
     if let Some(snapshot) = record.state {
-        updates.push(AgentUpdate::Event(EventBody::StateSnapshot(
-            StateSnapshot {
-                snapshot,
-                subagent_run_id: None,
-            },
-        )));
+        updates.push(AgentUpdate::Event(EventBody::state_snapshot(snapshot)));
     }
     updates.extend(record.interrupts.into_iter().map(AgentUpdate::Interrupt));
     stream::iter(updates.into_iter().map(Ok)).boxed()

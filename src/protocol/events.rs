@@ -118,11 +118,7 @@ impl EventBody {
     }
 
     pub fn text_content(message_id: impl Into<String>, delta: impl Into<String>) -> Self {
-        EventBody::TextMessageContent(TextMessageContent {
-            message_id: message_id.into(),
-            delta: delta.into(),
-            subagent_run_id: None,
-        })
+        EventBody::TextMessageContent(TextMessageContent::new(message_id, delta))
     }
 
     pub fn text_end(message_id: impl Into<String>) -> Self {
@@ -192,6 +188,17 @@ impl EventBody {
             value,
             subagent_run_id: None,
         })
+    }
+}
+
+impl TextMessageContent {
+    /// A delta of text (or of reasoning, which shares the shape) of the message `message_id`.
+    pub fn new(message_id: impl Into<String>, delta: impl Into<String>) -> Self {
+        TextMessageContent {
+            message_id: message_id.into(),
+            delta: delta.into(),
+            subagent_run_id: None,
+        }
     }
 }
 

@@ -224,6 +224,65 @@ impl ToolCall {
     }
 }
 
+/// Constructors for messages a server or client records from the events of a run (no
+/// `subagentRunId`, no metadata), so that code says what it records in one line.
+impl AssistantMessage {
+    /// An assistant message with no text and no calls yet, as a `TEXT_MESSAGE_START` or the
+    /// first `TOOL_CALL_START` under it opens one.
+    pub fn empty(id: impl Into<String>) -> Self {
+        AssistantMessage {
+            id: id.into(),
+            content: None,
+            tool_calls: Vec::new(),
+            name: None,
+            encrypted_value: None,
+            subagent_run_id: None,
+            metadata: None,
+        }
+    }
+}
+
+impl TextMessage {
+    pub fn new(id: impl Into<String>, content: impl Into<String>) -> Self {
+        TextMessage {
+            id: id.into(),
+            content: content.into(),
+            name: None,
+            encrypted_value: None,
+            subagent_run_id: None,
+            metadata: None,
+        }
+    }
+}
+
+impl UserMessage {
+    pub fn text(id: impl Into<String>, text: impl Into<String>) -> Self {
+        UserMessage {
+            id: id.into(),
+            content: Content::Text(text.into()),
+            name: None,
+            encrypted_value: None,
+            subagent_run_id: None,
+            metadata: None,
+        }
+    }
+}
+
+impl ToolMessage {
+    /// A tool's answer to the call `tool_call_id`.
+    pub fn new(id: impl Into<String>, tool_call_id: impl Into<String>, content: Content) -> Self {
+        ToolMessage {
+            id: id.into(),
+            content,
+            tool_call_id: tool_call_id.into(),
+            error: None,
+            encrypted_value: None,
+            subagent_run_id: None,
+            metadata: None,
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct FunctionCall {
     pub name: String,

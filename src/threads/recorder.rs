@@ -10,7 +10,7 @@ use serde_json::Value;
 use super::{now_millis, ThreadRecord};
 use crate::protocol::{
     AssistantMessage, Content, EventBody, Interrupt, Message, TextRole, ToolCall, ToolMessage,
-    ToolResultContent,
+    ToolResultContent, UserMessage,
 };
 
 /// See the module docs.
@@ -83,18 +83,15 @@ impl ThreadRecorder {
             }
             EventBody::ToolCallResult(result) => {
                 self.server_results.insert(result.tool_call_id.clone());
-                self.messages.push(Message::Tool(ToolMessage {
-                    id: result.message_id.clone(),
-                    content: match &result.content {
-                        ToolResultContent::Text(text) => Content::Text(text.clone()),
-                        ToolResultContent::Parts(parts) => Content::Parts(parts.clone()),
-                    },
-                    tool_call_id: result.tool_call_id.clone(),
-                    error: None,
-                    encrypted_value: None,
-                    subagent_run_id: None,
-                    metadata: None,
-                }));
+                let content = match &result.content {
+                    ToolResultContent::Text(text) => Content::Text(text.clone()),
+                    ToolResultContent::Parts(parts) => Content::Parts(parts.clone()),
+                };
+                self.messages.push(Message::Tool(ToolMessage::new(
+                    result.message_id.clone(),
+                    result.tool_call_id.clone(),
+                    content,
+                )));
             }
             EventBody::StateSnapshot(snapshot) => self.state = Some(snapshot.snapshot.clone()),
             EventBody::StateDelta(delta) => {
@@ -138,15 +135,8 @@ impl ThreadRecorder {
             return;
         }
         let message = match role {
-            Some(TextRole::User) => Message::User(crate::protocol::UserMessage {
-                id: id.to_owned(),
-                content: Content::Text(String::new()),
-                name: None,
-                encrypted_value: None,
-                subagent_run_id: None,
-                metadata: None,
-            }),
-            _ => Message::Assistant(empty_assistant(id)),
+            Some(TextRole::User) => Message::User(UserMessage::text(id, "")),
+            _ => Message::Assistant(AssistantMessage::empty(id)),
         };
         self.messages.push(message);
     }
@@ -178,7 +168,7 @@ impl ThreadRecorder {
             .rposition(|m| matches!(m, Message::Assistant(a) if a.id == parent));
         let position = position.unwrap_or_else(|| {
             self.messages
-                .push(Message::Assistant(empty_assistant(parent)));
+                .push(Message::Assistant(AssistantMessage::empty(parent)));
             self.messages.len() - 1
         });
         if let Message::Assistant(message) = &mut self.messages[position] {
@@ -194,18 +184,6 @@ impl ThreadRecorder {
         if let Some(call) = call {
             call.function.arguments.push_str(delta);
         }
-    }
-}
-
-fn empty_assistant(id: &str) -> AssistantMessage {
-    AssistantMessage {
-        id: id.to_owned(),
-        content: None,
-        tool_calls: Vec::new(),
-        name: None,
-        encrypted_value: None,
-        subagent_run_id: None,
-        metadata: None,
     }
 }
 

@@ -100,12 +100,7 @@ impl Turn {
             }
         };
         out.push_back(
-            EventBody::ReasoningMessageContent(TextMessageContent {
-                message_id: id,
-                delta,
-                subagent_run_id: None,
-            })
-            .into(),
+            EventBody::ReasoningMessageContent(TextMessageContent::new(id, delta)).into(),
         );
     }
 

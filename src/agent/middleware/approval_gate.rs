@@ -26,11 +26,7 @@ use crate::agent::{
     map_updates, new_id, Agent, AgentError, AgentStream, AgentUpdate, ApprovalRequest,
     DecisionOutcome, RestoreState, RunRequest, ToolDecision, UpdateMapper,
 };
-use crate::protocol::{
-    Content, EventBody, Interrupt, Message, MessageRef, ProtocolVersion, ResumeStatus,
-    StateSnapshot, TextMessageContent, TextMessageStart, TextRole, ToolCallArgs, ToolCallRef,
-    ToolCallStart,
-};
+use crate::protocol::{Content, EventBody, Interrupt, Message, ProtocolVersion, ResumeStatus};
 use crate::settings::ApprovalSettings;
 
 pub struct ApprovalGate {
@@ -435,12 +431,7 @@ impl ApprovalGate {
             }
         }
         let state = Value::Object(state);
-        prefix.push(AgentUpdate::Event(EventBody::StateSnapshot(
-            StateSnapshot {
-                snapshot: state.clone(),
-                subagent_run_id: None,
-            },
-        )));
+        prefix.push(AgentUpdate::Event(EventBody::state_snapshot(state.clone())));
         request.state = Some(state);
         let message = if confirmations.iter().all(|c| c.accepted) {
             &self.settings.state_confirmed_message
@@ -544,23 +535,16 @@ impl UpdateMapper for GateMapper {
                 "message": message,
                 "allowEdit": self.policies.allows_edit(&tool_name),
             });
-            out.push(AgentUpdate::Event(EventBody::ToolCallStart(
-                ToolCallStart {
-                    tool_call_id: id.clone(),
-                    tool_call_name: self.client_tool_name.clone(),
-                    parent_message_id: Some(parent_message_id),
-                    subagent_run_id: None,
-                },
+            out.push(AgentUpdate::Event(EventBody::tool_call_start(
+                id.clone(),
+                self.client_tool_name.clone(),
+                Some(parent_message_id),
             )));
-            out.push(AgentUpdate::Event(EventBody::ToolCallArgs(ToolCallArgs {
-                tool_call_id: id.clone(),
-                delta: call_arguments.to_string(),
-                subagent_run_id: None,
-            })));
-            out.push(AgentUpdate::Event(EventBody::ToolCallEnd(ToolCallRef {
-                tool_call_id: id,
-                subagent_run_id: None,
-            })));
+            out.push(AgentUpdate::Event(EventBody::tool_call_args(
+                id.clone(),
+                call_arguments.to_string(),
+            )));
+            out.push(AgentUpdate::Event(EventBody::tool_call_end(id)));
         } else {
             out.push(AgentUpdate::Interrupt(Interrupt {
                 expires_at: ApprovalSigner::expires_at(&approval_id),
@@ -646,25 +630,14 @@ fn strip_protocol(messages: &mut Vec<Message>, calls: &HashSet<String>, answers:
 
 fn text_message(text: &str, out: &mut Vec<AgentUpdate>) {
     let message_id = new_id("msg");
-    out.push(AgentUpdate::Event(EventBody::TextMessageStart(
-        TextMessageStart {
-            message_id: message_id.clone(),
-            role: Some(TextRole::Assistant),
-            name: None,
-            subagent_run_id: None,
-        },
+    out.push(AgentUpdate::Event(EventBody::text_start(
+        message_id.clone(),
     )));
-    out.push(AgentUpdate::Event(EventBody::TextMessageContent(
-        TextMessageContent {
-            message_id: message_id.clone(),
-            delta: text.to_owned(),
-            subagent_run_id: None,
-        },
+    out.push(AgentUpdate::Event(EventBody::text_content(
+        message_id.clone(),
+        text,
     )));
-    out.push(AgentUpdate::Event(EventBody::TextMessageEnd(MessageRef {
-        message_id,
-        subagent_run_id: None,
-    })));
+    out.push(AgentUpdate::Event(EventBody::text_end(message_id)));
 }
 
 fn unknown(id: &str) -> AgentError {

@@ -541,6 +541,12 @@ async fn an_approval_required_call_interrupts_and_runs_once_when_approved() {
     assert_eq!(the_text(&events), "Done, sent.");
     assert_success(&events);
 
+    assert_model_heard_the_result_right_after_the_call(&app);
+}
+
+/// The model was called again after the tool, with the call as the model wrote it and its
+/// result right after it, and nothing else.
+fn assert_model_heard_the_result_right_after_the_call(app: &TestApp) {
     let bodies = app.upstream_bodies();
     assert_eq!(bodies.len(), 2, "the model is called again after the tool");
     assert_eq!(app.fake.unused_replies(), 0);
@@ -564,7 +570,7 @@ async fn an_approval_required_call_interrupts_and_runs_once_when_approved() {
     assert_eq!(messages[owner + 1]["tool_call_id"], "call_1");
     assert_service_result(&content_text(&messages[owner + 1]), "transfer_money");
     assert_eq!(messages.len(), owner + 2, "{}", bodies[1]);
-    assert_provider_saw_clean_histories(&app);
+    assert_provider_saw_clean_histories(app);
 }
 
 #[tokio::test]
@@ -642,7 +648,39 @@ async fn an_approval_may_edit_the_arguments_only_where_the_tool_allows_it() {
     );
     assert_success(&events);
 
-    // A tool without allow_edit: editedArgs is refused and nothing runs.
+    edited_arguments_are_refused_for_a_tool_without_allow_edit(&app, &service).await;
+
+    // Edited arguments that break the tool's parameters never reach the tool either (whether
+    // the run is refused or the model is told the call failed).
+    app.fake
+        .push(Reply::Sse(chunks::text_reply(&["Could not send."])));
+    let events = app
+        .run_events(
+            "/",
+            &resume_input(
+                history,
+                json!([resolved(
+                    &id,
+                    json!({"approved": true, "editedArgs": {"amount": "lots"}})
+                )]),
+            ),
+        )
+        .await;
+    assert_well_formed(&events);
+    assert_eq!(
+        service.calls_of("transfer_money").len(),
+        1,
+        "edited arguments failing the parameters must not run the tool: {:?}",
+        types(&events)
+    );
+    assert_provider_saw_clean_histories(&app);
+}
+
+/// A tool without allow_edit: editedArgs is refused and nothing runs.
+async fn edited_arguments_are_refused_for_a_tool_without_allow_edit(
+    app: &TestApp,
+    service: &ToolService,
+) {
     app.fake.push(Reply::Sse(chunks::tool_calls(
         &[("call_2", "cancel_subscription", r#"{"plan":"pro"}"#)],
         false,
@@ -674,31 +712,6 @@ async fn an_approval_may_edit_the_arguments_only_where_the_tool_allows_it() {
     assert_refused(&events, "invalid_resume_payload");
     assert!(service.calls_of("cancel_subscription").is_empty());
     assert_eq!(app.upstream_bodies().len(), upstream_before);
-
-    // Edited arguments that break the tool's parameters never reach the tool either (whether
-    // the run is refused or the model is told the call failed).
-    app.fake
-        .push(Reply::Sse(chunks::text_reply(&["Could not send."])));
-    let events = app
-        .run_events(
-            "/",
-            &resume_input(
-                history,
-                json!([resolved(
-                    &id,
-                    json!({"approved": true, "editedArgs": {"amount": "lots"}})
-                )]),
-            ),
-        )
-        .await;
-    assert_well_formed(&events);
-    assert_eq!(
-        service.calls_of("transfer_money").len(),
-        1,
-        "edited arguments failing the parameters must not run the tool: {:?}",
-        types(&events)
-    );
-    assert_provider_saw_clean_histories(&app);
 }
 
 #[tokio::test]
@@ -817,14 +830,20 @@ async fn two_approvals_in_one_batch_give_two_interrupts_and_need_both_answers() 
             ),
         )
         .await;
-    assert_well_formed(&events);
-    assert!(of_type(&events, "TOOL_CALL_START").is_empty());
-    assert_service_result(&result_for(&events, "call_t"), "transfer_money");
-    assert_eq!(result_for(&events, "call_s"), REJECTED);
+    assert_paid_and_kept_the_plan(&app, &service, &events);
+}
+
+/// The run that answered both approvals: the transfer ran once, the cancellation never, the
+/// free call was not answered again, and the model heard all three results.
+fn assert_paid_and_kept_the_plan(app: &TestApp, service: &ToolService, events: &[Value]) {
+    assert_well_formed(events);
+    assert!(of_type(events, "TOOL_CALL_START").is_empty());
+    assert_service_result(&result_for(events, "call_t"), "transfer_money");
+    assert_eq!(result_for(events, "call_s"), REJECTED);
     assert!(
-        !results(&events).iter().any(|(id, _)| id == "call_b"),
+        !results(events).iter().any(|(id, _)| id == "call_b"),
         "the free call was answered in run 1: {:?}",
-        results(&events)
+        results(events)
     );
     assert_eq!(service.calls_of("transfer_money").len(), 1);
     assert!(service.calls_of("cancel_subscription").is_empty());
@@ -833,8 +852,8 @@ async fn two_approvals_in_one_batch_give_two_interrupts_and_need_both_answers() 
         1,
         "the free tool does not run again"
     );
-    assert_eq!(the_text(&events), "Paid Bob; your plan stays.");
-    assert_success(&events);
+    assert_eq!(the_text(events), "Paid Bob; your plan stays.");
+    assert_success(events);
 
     let bodies = app.upstream_bodies();
     assert_eq!(bodies.len(), 2);
@@ -850,7 +869,7 @@ async fn two_approvals_in_one_batch_give_two_interrupts_and_need_both_answers() 
         &content_text(upstream_answer(&bodies[1], "call_b")),
         "check_balance",
     );
-    assert_provider_saw_clean_histories(&app);
+    assert_provider_saw_clean_histories(app);
 }
 
 /// Changes one character of an id's tag (the id ends with it when it carries no restore data),
@@ -1165,46 +1184,8 @@ async fn a_0x_client_approves_through_a_request_approval_tool_call() {
     )));
     let question = user("Send 250 to Bob.");
     let events = app.run_events("/", &input_0x(vec![question.clone()])).await;
-    assert_well_formed(&events);
-    assert_0x_compatible(&events);
-
     // Run 1: the call, then the approval request as a client tool call.
-    let starts = of_type(&events, "TOOL_CALL_START");
-    assert_eq!(starts.len(), 2, "{:?}", types(&events));
-    assert_eq!(starts[0]["toolCallId"], "call_1");
-    assert_eq!(starts[0]["toolCallName"], "transfer_money");
-    assert_eq!(starts[1]["toolCallName"], "request_approval");
-    let approval_id = starts[1]["toolCallId"].as_str().unwrap().to_string();
-    assert!(approval_id.starts_with("apr_"), "{approval_id}");
-    let position = |ty: &str, id: &str| {
-        events
-            .iter()
-            .position(|e| e["type"] == ty && e["toolCallId"] == id)
-            .unwrap_or_else(|| panic!("{ty} {id}: {:?}", types(&events)))
-    };
-    assert!(position("TOOL_CALL_END", "call_1") < position("TOOL_CALL_START", &approval_id));
-    assert!(position("TOOL_CALL_END", &approval_id) > position("TOOL_CALL_START", &approval_id));
-    let request: Value = serde_json::from_str(&tool_args(&events)[&approval_id])
-        .expect("the approval request's arguments are JSON");
-    assert_eq!(request["toolCallId"], "call_1", "{request}");
-    assert_eq!(request["toolName"], "transfer_money", "{request}");
-    assert_eq!(
-        request["arguments"],
-        serde_json::from_str::<Value>(TRANSFER_ARGS).unwrap(),
-        "{request}"
-    );
-    assert!(
-        request["message"].as_str().is_some_and(|m| !m.is_empty()),
-        "{request}"
-    );
-    assert_eq!(request["allowEdit"], false, "{request}");
-    let finished = last(&events);
-    assert_eq!(finished["type"], "RUN_FINISHED");
-    assert!(
-        finished.get("outcome").is_none(),
-        "0.x clients get no outcome: {finished}"
-    );
-    assert!(of_type(&events, "TOOL_CALL_RESULT").is_empty());
+    let approval_id = assert_asks_through_request_approval(&events);
     assert_eq!(service.total(), 0);
 
     let history = client_history(&[question], &events);
@@ -1222,30 +1203,7 @@ async fn a_0x_client_approves_through_a_request_approval_tool_call() {
     body["runId"] = json!("r2");
     app.fake.push(Reply::Sse(chunks::text_reply(&["Sent."])));
     let events = app.run_events("/", &body).await;
-    assert_well_formed(&events);
-    assert_0x_compatible(&events);
-    assert!(of_type(&events, "TOOL_CALL_START").is_empty());
-    let run2_results = results(&events);
-    assert_eq!(run2_results.len(), 1, "{run2_results:?}");
-    assert_eq!(run2_results[0].0, "call_1");
-    assert_service_result(&run2_results[0].1, "transfer_money");
-    assert_eq!(
-        service.calls_of("transfer_money"),
-        [serde_json::from_str::<Value>(TRANSFER_ARGS).unwrap()]
-    );
-    assert_eq!(the_text(&events), "Sent.");
-    assert!(last(&events).get("outcome").is_none());
-    let bodies = app.upstream_bodies();
-    assert_eq!(bodies.len(), 2);
-    assert_service_result(
-        &content_text(upstream_answer(&bodies[1], "call_1")),
-        "transfer_money",
-    );
-    let raw = bodies[1].to_string();
-    assert!(
-        !raw.contains("request_approval") && !raw.contains(&approval_id),
-        "the approval protocol reached the provider: {raw}"
-    );
+    assert_accepted_call_ran(&app, &service, &events, &approval_id);
 
     // Run 2 again, declined with `{"approved": false}`.
     let mut declined = history;
@@ -1271,6 +1229,84 @@ async fn a_0x_client_approves_through_a_request_approval_tool_call() {
         "{raw}"
     );
     assert_provider_saw_clean_histories(&app);
+}
+
+/// A 0.x run that stops for approval: `call_1`, then a `request_approval` client call that
+/// carries it, and no outcome. Returns the approval's id.
+fn assert_asks_through_request_approval(events: &[Value]) -> String {
+    assert_well_formed(events);
+    assert_0x_compatible(events);
+    let starts = of_type(events, "TOOL_CALL_START");
+    assert_eq!(starts.len(), 2, "{:?}", types(events));
+    assert_eq!(starts[0]["toolCallId"], "call_1");
+    assert_eq!(starts[0]["toolCallName"], "transfer_money");
+    assert_eq!(starts[1]["toolCallName"], "request_approval");
+    let approval_id = starts[1]["toolCallId"].as_str().unwrap().to_string();
+    assert!(approval_id.starts_with("apr_"), "{approval_id}");
+    let position = |ty: &str, id: &str| {
+        events
+            .iter()
+            .position(|e| e["type"] == ty && e["toolCallId"] == id)
+            .unwrap_or_else(|| panic!("{ty} {id}: {:?}", types(events)))
+    };
+    assert!(position("TOOL_CALL_END", "call_1") < position("TOOL_CALL_START", &approval_id));
+    assert!(position("TOOL_CALL_END", &approval_id) > position("TOOL_CALL_START", &approval_id));
+    let request: Value = serde_json::from_str(&tool_args(events)[&approval_id])
+        .expect("the approval request's arguments are JSON");
+    assert_eq!(request["toolCallId"], "call_1", "{request}");
+    assert_eq!(request["toolName"], "transfer_money", "{request}");
+    assert_eq!(
+        request["arguments"],
+        serde_json::from_str::<Value>(TRANSFER_ARGS).unwrap(),
+        "{request}"
+    );
+    assert!(
+        request["message"].as_str().is_some_and(|m| !m.is_empty()),
+        "{request}"
+    );
+    assert_eq!(request["allowEdit"], false, "{request}");
+    let finished = last(events);
+    assert_eq!(finished["type"], "RUN_FINISHED");
+    assert!(
+        finished.get("outcome").is_none(),
+        "0.x clients get no outcome: {finished}"
+    );
+    assert!(of_type(events, "TOOL_CALL_RESULT").is_empty());
+    approval_id
+}
+
+/// The run after the approval was accepted: `call_1` ran once, its result reached the model,
+/// and nothing of the approval protocol did.
+fn assert_accepted_call_ran(
+    app: &TestApp,
+    service: &ToolService,
+    events: &[Value],
+    approval_id: &str,
+) {
+    assert_well_formed(events);
+    assert_0x_compatible(events);
+    assert!(of_type(events, "TOOL_CALL_START").is_empty());
+    let run2_results = results(events);
+    assert_eq!(run2_results.len(), 1, "{run2_results:?}");
+    assert_eq!(run2_results[0].0, "call_1");
+    assert_service_result(&run2_results[0].1, "transfer_money");
+    assert_eq!(
+        service.calls_of("transfer_money"),
+        [serde_json::from_str::<Value>(TRANSFER_ARGS).unwrap()]
+    );
+    assert_eq!(the_text(events), "Sent.");
+    assert!(last(events).get("outcome").is_none());
+    let bodies = app.upstream_bodies();
+    assert_eq!(bodies.len(), 2);
+    assert_service_result(
+        &content_text(upstream_answer(&bodies[1], "call_1")),
+        "transfer_money",
+    );
+    let raw = bodies[1].to_string();
+    assert!(
+        !raw.contains("request_approval") && !raw.contains(approval_id),
+        "the approval protocol reached the provider: {raw}"
+    );
 }
 
 #[tokio::test]

@@ -104,6 +104,11 @@ async fn a_server_tool_call_is_run_and_its_result_sent_back_to_the_model() {
     );
     assert_eq!(last(&events)["outcome"], json!({"type": "success"}));
 
+    assert_the_call_answered_upstream(&app, args, &expected_content);
+}
+
+/// The second model call saw the call as the model wrote it, answered by the tool's result.
+fn assert_the_call_answered_upstream(app: &TestApp, args: &str, expected_content: &str) {
     let bodies = app.upstream_bodies();
     assert_eq!(bodies.len(), 2, "one model call per turn of the loop");
     let second = &bodies[1];
@@ -183,13 +188,19 @@ async fn parallel_server_tool_calls_with_interleaved_arguments_are_kept_apart_an
     assert_eq!(args["call_a"], weather_args);
     assert_eq!(args["call_b"], time_args);
 
-    // Calls end together when the model call ends; results follow, in call order.
-    let arg_positions = index_of(&events, |e| e["type"] == "TOOL_CALL_ARGS");
-    let end_positions = index_of(&events, |e| e["type"] == "TOOL_CALL_END");
-    let result_positions = index_of(&events, |e| e["type"] == "TOOL_CALL_RESULT");
+    assert_calls_end_together_then_answered_in_order(&events, &time_result);
+
+    assert_both_calls_answered_upstream(&app, weather_args, time_args, &time_result);
+}
+
+/// Calls end together when the model call ends; results follow, in call order.
+fn assert_calls_end_together_then_answered_in_order(events: &[Value], time_result: &Value) {
+    let arg_positions = index_of(events, |e| e["type"] == "TOOL_CALL_ARGS");
+    let end_positions = index_of(events, |e| e["type"] == "TOOL_CALL_END");
+    let result_positions = index_of(events, |e| e["type"] == "TOOL_CALL_RESULT");
     assert!(end_positions[0] > *arg_positions.last().unwrap());
     assert!(result_positions[0] > *end_positions.last().unwrap());
-    let results = of_type(&events, "TOOL_CALL_RESULT");
+    let results = of_type(events, "TOOL_CALL_RESULT");
     assert_eq!(results.len(), 2);
     assert_eq!(results[0]["toolCallId"], "call_a");
     assert_eq!(
@@ -201,10 +212,18 @@ async fn parallel_server_tool_calls_with_interleaved_arguments_are_kept_apart_an
     assert_eq!(results[1]["toolCallId"], "call_b");
     assert_eq!(
         results[1]["content"],
-        serde_json::to_string(&time_result).unwrap().as_str()
+        serde_json::to_string(time_result).unwrap().as_str()
     );
     assert_ne!(results[0]["messageId"], results[1]["messageId"]);
+}
 
+/// The second model call saw both calls, as the model wrote them, each answered in order.
+fn assert_both_calls_answered_upstream(
+    app: &TestApp,
+    weather_args: &str,
+    time_args: &str,
+    time_result: &Value,
+) {
     let bodies = app.upstream_bodies();
     assert_eq!(bodies.len(), 2);
     let second = &bodies[1];
@@ -222,6 +241,6 @@ async fn parallel_server_tool_calls_with_interleaved_arguments_are_kept_apart_an
     assert_eq!(second["messages"][4]["tool_call_id"], "call_b");
     assert_eq!(
         content_text(&second["messages"][4]),
-        serde_json::to_string(&time_result).unwrap()
+        serde_json::to_string(time_result).unwrap()
     );
 }

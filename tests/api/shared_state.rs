@@ -1018,8 +1018,9 @@ async fn two_agents_on_two_routes_each_send_their_own_prompt_and_tools() {
 
 // ---- 12. Consistency of the whole state stream ------------------------------------------------
 
-#[tokio::test]
-async fn every_state_event_of_a_mixed_run_applies_in_order_and_ends_at_the_expected_state() {
+/// The assistant with a state schema and defaults, status on, a state tool, a tool whose result
+/// is a delta, and an argument rule for a client tool: every source of state events at once.
+fn mixed_state_agent(settings: &mut Settings) {
     let schema = json!({
         "type": "object",
         "properties": {
@@ -1038,31 +1039,33 @@ async fn every_state_event_of_a_mixed_run_applies_in_order_and_ends_at_the_expec
         {"op": "replace", "path": "/count", "value": 1},
         {"op": "add", "path": "/notes/-", "value": "bumped"},
     ]);
-    let app = spawn_app(|settings| {
-        let agent = assistant_agent(settings);
-        agent.status.enabled = true;
-        agent.state.schema = Some(schema);
-        agent.tools.push(tool(
-            "update_recipe",
-            recipe_parameters(),
-            ToolKindSettings::State {
-                key: "recipe".into(),
-                argument: "recipe".into(),
-                confirmation: "Recipe updated.".into(),
-                update: Default::default(),
-            },
-        ));
-        agent.tools.push(static_tool("bump_count", bump.clone()));
-        agent
-            .state
-            .from_tools
-            .push(result_rule("bump_count", ResultStateKind::Delta));
-        agent
-            .state
-            .from_tools
-            .push(arguments_rule("choose_dish", "dish", "dish"));
-    })
-    .await;
+    let agent = assistant_agent(settings);
+    agent.status.enabled = true;
+    agent.state.schema = Some(schema);
+    agent.tools.push(tool(
+        "update_recipe",
+        recipe_parameters(),
+        ToolKindSettings::State {
+            key: "recipe".into(),
+            argument: "recipe".into(),
+            confirmation: "Recipe updated.".into(),
+            update: Default::default(),
+        },
+    ));
+    agent.tools.push(static_tool("bump_count", bump));
+    agent
+        .state
+        .from_tools
+        .push(result_rule("bump_count", ResultStateKind::Delta));
+    agent
+        .state
+        .from_tools
+        .push(arguments_rule("choose_dish", "dish", "dish"));
+}
+
+#[tokio::test]
+async fn every_state_event_of_a_mixed_run_applies_in_order_and_ends_at_the_expected_state() {
+    let app = spawn_app(mixed_state_agent).await;
     let new_recipe = json!({"title": "Stew", "servings": 4});
     let update_args = json!({"recipe": new_recipe}).to_string();
     // Turn 1: a state tool and a delta-result tool; turn 2: a client tool with an argument rule.

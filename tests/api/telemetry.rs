@@ -250,6 +250,62 @@ async fn a_run_with_a_tool_call_exports_one_trace_continuing_the_callers() {
         spans.iter().map(|s| &s.name).collect::<Vec<_>>()
     );
     let run = runs[0];
+    assert_run_span(run);
+
+    let model_calls = named("chat gpt-4o-mini");
+    assert_eq!(model_calls.len(), 2);
+    let mut model_calls = model_calls.clone();
+    model_calls.sort_by_key(|s| s.start_time_unix_nano);
+    let expected = [(31, 12, "tool_call"), (58, 6, "stop")];
+    for (span, expected) in model_calls.iter().zip(expected) {
+        assert_eq!(span.parent_span_id, run.span_id);
+        assert_model_call_span(span, expected);
+    }
+
+    let tools = named("execute_tool get_weather");
+    assert_eq!(tools.len(), 1);
+    let tool = tools[0];
+    assert_tool_span(tool, run, &model_calls);
+
+    assert_upstream_requests_carry_their_spans(&fake, &model_calls);
+}
+
+/// The tool's span: under the run's, named for its call, between the two model calls.
+fn assert_tool_span(tool: &Span, run: &Span, model_calls: &[&Span]) {
+    assert_eq!(tool.parent_span_id, run.span_id);
+    assert_eq!(
+        string_attribute(&tool.attributes, "gen_ai.tool.call.id").as_deref(),
+        Some("call_w1")
+    );
+    assert_eq!(
+        string_attribute(&tool.attributes, "agui.tool.outcome").as_deref(),
+        Some("ok")
+    );
+    assert!(attribute(&tool.attributes, "gen_ai.tool.call.arguments").is_none());
+    // The tool ran between the two model calls.
+    assert!(tool.start_time_unix_nano >= model_calls[0].end_time_unix_nano);
+    assert!(tool.end_time_unix_nano <= model_calls[1].start_time_unix_nano);
+    // The run span covers the whole stream.
+    assert!(run.end_time_unix_nano >= model_calls[1].end_time_unix_nano);
+}
+
+/// Each upstream request names its model call's span as the parent.
+fn assert_upstream_requests_carry_their_spans(fake: &FakeLlm, model_calls: &[&Span]) {
+    let upstream = fake.requests();
+    assert_eq!(upstream.len(), 2);
+    for (request, span) in upstream.iter().zip(model_calls) {
+        let traceparent = request
+            .header("traceparent")
+            .expect("a traceparent upstream");
+        assert_eq!(
+            traceparent,
+            format!("00-{TRACE_ID}-{}-01", hex(&span.span_id))
+        );
+    }
+}
+
+/// The run's span: a server span under the caller's, with the run's names and outcome.
+fn assert_run_span(run: &Span) {
     assert_eq!(hex(&run.parent_span_id), CALLER_SPAN_ID);
     assert_eq!(run.kind, SpanKind::Server as i32);
     let run_attr = |key| string_attribute(&run.attributes, key);
@@ -267,76 +323,39 @@ async fn a_run_with_a_tool_call_exports_one_trace_continuing_the_callers() {
     );
     assert_eq!(run_attr("agui.run.id").as_deref(), Some("run-otel"));
     assert_eq!(run_attr("agui.run.outcome").as_deref(), Some("finished"));
+}
 
-    let model_calls = named("chat gpt-4o-mini");
-    assert_eq!(model_calls.len(), 2);
-    let mut model_calls = model_calls.clone();
-    model_calls.sort_by_key(|s| s.start_time_unix_nano);
-    let expected = [(31, 12, "tool_call"), (58, 6, "stop")];
-    for (span, (input_tokens, output_tokens, finish)) in model_calls.iter().zip(expected) {
-        assert_eq!(span.parent_span_id, run.span_id);
-        assert_eq!(span.kind, SpanKind::Client as i32);
-        let attrs = &span.attributes;
-        assert_eq!(
-            string_attribute(attrs, "gen_ai.operation.name").as_deref(),
-            Some("chat")
-        );
-        assert_eq!(
-            string_attribute(attrs, "gen_ai.provider.name").as_deref(),
-            Some("openai")
-        );
-        assert_eq!(
-            string_attribute(attrs, "gen_ai.request.model").as_deref(),
-            Some("gpt-4o-mini")
-        );
-        assert_eq!(
-            int_attribute(attrs, "gen_ai.usage.input_tokens"),
-            Some(input_tokens)
-        );
-        assert_eq!(
-            int_attribute(attrs, "gen_ai.usage.output_tokens"),
-            Some(output_tokens)
-        );
-        assert_eq!(
-            string_array_attribute(attrs, "gen_ai.response.finish_reasons"),
-            [finish]
-        );
-        // No content unless telemetry.capture_content is on.
-        assert!(attribute(attrs, "gen_ai.input.messages").is_none());
-        assert!(attribute(attrs, "gen_ai.output.messages").is_none());
-    }
-
-    let tools = named("execute_tool get_weather");
-    assert_eq!(tools.len(), 1);
-    let tool = tools[0];
-    assert_eq!(tool.parent_span_id, run.span_id);
+/// A model call's span: the GenAI attributes, its tokens and finish reason, and no content.
+fn assert_model_call_span(span: &Span, (input_tokens, output_tokens, finish): (i64, i64, &str)) {
+    assert_eq!(span.kind, SpanKind::Client as i32);
+    let attrs = &span.attributes;
     assert_eq!(
-        string_attribute(&tool.attributes, "gen_ai.tool.call.id").as_deref(),
-        Some("call_w1")
+        string_attribute(attrs, "gen_ai.operation.name").as_deref(),
+        Some("chat")
     );
     assert_eq!(
-        string_attribute(&tool.attributes, "agui.tool.outcome").as_deref(),
-        Some("ok")
+        string_attribute(attrs, "gen_ai.provider.name").as_deref(),
+        Some("openai")
     );
-    assert!(attribute(&tool.attributes, "gen_ai.tool.call.arguments").is_none());
-    // The tool ran between the two model calls.
-    assert!(tool.start_time_unix_nano >= model_calls[0].end_time_unix_nano);
-    assert!(tool.end_time_unix_nano <= model_calls[1].start_time_unix_nano);
-    // The run span covers the whole stream.
-    assert!(run.end_time_unix_nano >= model_calls[1].end_time_unix_nano);
-
-    // Each upstream request names its model call's span as the parent.
-    let upstream = fake.requests();
-    assert_eq!(upstream.len(), 2);
-    for (request, span) in upstream.iter().zip(&model_calls) {
-        let traceparent = request
-            .header("traceparent")
-            .expect("a traceparent upstream");
-        assert_eq!(
-            traceparent,
-            format!("00-{TRACE_ID}-{}-01", hex(&span.span_id))
-        );
-    }
+    assert_eq!(
+        string_attribute(attrs, "gen_ai.request.model").as_deref(),
+        Some("gpt-4o-mini")
+    );
+    assert_eq!(
+        int_attribute(attrs, "gen_ai.usage.input_tokens"),
+        Some(input_tokens)
+    );
+    assert_eq!(
+        int_attribute(attrs, "gen_ai.usage.output_tokens"),
+        Some(output_tokens)
+    );
+    assert_eq!(
+        string_array_attribute(attrs, "gen_ai.response.finish_reasons"),
+        [finish]
+    );
+    // No content unless telemetry.capture_content is on.
+    assert!(attribute(attrs, "gen_ai.input.messages").is_none());
+    assert!(attribute(attrs, "gen_ai.output.messages").is_none());
 }
 
 #[tokio::test]

@@ -172,14 +172,26 @@ pub(crate) fn check_well_formed(events: &[Value]) -> Result<(), String> {
             "#0: first event must be RUN_STARTED (or RUN_ERROR), got {first_type:?}"
         ));
     }
-
-    let mut open = Open::default();
-    let mut run_ids: Option<(String, String)> = None;
-    let mut terminal: Option<(usize, String)> = None;
-    let mut tool_call_ids: HashSet<String> = HashSet::new();
-    let mut parent_message_ids: Vec<(usize, String)> = Vec::new();
-
+    let mut stream = StreamCheck::default();
     for (index, event) in events.iter().enumerate() {
+        stream.event(index, event)?;
+    }
+    stream.finish()
+}
+
+/// What the check of one stream remembers from event to event.
+#[derive(Default)]
+struct StreamCheck {
+    open: Open,
+    run_ids: Option<(String, String)>,
+    terminal: Option<(usize, String)>,
+    tool_call_ids: HashSet<String>,
+    parent_message_ids: Vec<(usize, String)>,
+}
+
+impl StreamCheck {
+    /// The rules every event follows, then those of its type.
+    fn event(&mut self, index: usize, event: &Value) -> Result<(), String> {
         let Some(object) = event.as_object() else {
             return Err(format!(
                 "#{index}: an event must be a JSON object, got {event}"
@@ -193,14 +205,33 @@ pub(crate) fn check_well_formed(events: &[Value]) -> Result<(), String> {
         if !KNOWN_EVENT_TYPES.contains(&ty) {
             return Err(format!("{at}: unknown event type"));
         }
-        if let Some((terminal_index, terminal_type)) = &terminal {
+        if let Some((terminal_index, terminal_type)) = &self.terminal {
             return Err(format!(
                 "{at}: nothing may follow the terminal {terminal_type} (#{terminal_index})"
             ));
         }
         check_base_fields(&at, event)?;
         check_no_nulls(&at, ty, event)?;
+        match ty {
+            "RUN_STARTED" | "RUN_FINISHED" | "RUN_ERROR" => self.run(&at, index, ty, event),
+            "TEXT_MESSAGE_START" | "TEXT_MESSAGE_CONTENT" | "TEXT_MESSAGE_END" => {
+                self.text(&at, ty, event)
+            }
+            "TOOL_CALL_START" | "TOOL_CALL_ARGS" | "TOOL_CALL_END" | "TOOL_CALL_RESULT" => {
+                self.tool_call(&at, index, ty, event)
+            }
+            "REASONING_START"
+            | "REASONING_END"
+            | "REASONING_MESSAGE_START"
+            | "REASONING_MESSAGE_CONTENT"
+            | "REASONING_MESSAGE_END" => self.reasoning(&at, ty, event),
+            "STEP_STARTED" | "STEP_FINISHED" | "SUBAGENT_STARTED" | "SUBAGENT_FINISHED"
+            | "SUBAGENT_ERROR" => self.step_or_subagent(&at, ty, event),
+            _ => check_payload(&at, ty, event),
+        }
+    }
 
+    fn run(&mut self, at: &str, index: usize, ty: &str, event: &Value) -> Result<(), String> {
         match ty {
             "RUN_STARTED" => {
                 if index != 0 {
@@ -208,176 +239,203 @@ pub(crate) fn check_well_formed(events: &[Value]) -> Result<(), String> {
                         "{at}: a response carries one run; RUN_STARTED must be the first event only"
                     ));
                 }
-                let thread = required_str(&at, event, "threadId")?;
-                let run = required_str(&at, event, "runId")?;
-                optional_str(&at, event, "protocolVersion")?;
-                run_ids = Some((thread.to_string(), run.to_string()));
+                let thread = required_str(at, event, "threadId")?;
+                let run = required_str(at, event, "runId")?;
+                optional_str(at, event, "protocolVersion")?;
+                self.run_ids = Some((thread.to_string(), run.to_string()));
+                return Ok(());
             }
-            "RUN_FINISHED" => {
-                let thread = required_str(&at, event, "threadId")?;
-                let run = required_str(&at, event, "runId")?;
-                if let Some((started_thread, started_run)) = &run_ids {
-                    if (thread, run) != (started_thread.as_str(), started_run.as_str()) {
-                        return Err(format!(
-                            "{at}: threadId/runId ({thread}, {run}) differ from RUN_STARTED's \
-                             ({started_thread}, {started_run})"
-                        ));
-                    }
-                } else {
-                    return Err(format!("{at}: RUN_FINISHED without RUN_STARTED"));
-                }
-                if let Some(still_open) = open.describe() {
-                    return Err(format!(
-                        "{at}: cannot finish while {still_open} are still active"
-                    ));
-                }
-                if let Some(outcome) = field(event, "outcome") {
-                    check_outcome(&at, outcome)?;
-                }
+            "RUN_FINISHED" => self.finished(at, event)?,
+            _ => {
+                required_str(at, event, "message")?;
+                optional_str(at, event, "code")?;
                 if let Some(usage) = field(event, "usage") {
-                    check_usage(&at, usage)?;
+                    check_usage(at, usage)?;
                 }
-                terminal = Some((index, ty.to_string()));
             }
-            "RUN_ERROR" => {
-                required_str(&at, event, "message")?;
-                optional_str(&at, event, "code")?;
-                if let Some(usage) = field(event, "usage") {
-                    check_usage(&at, usage)?;
-                }
-                terminal = Some((index, ty.to_string()));
-            }
+        }
+        self.terminal = Some((index, ty.to_string()));
+        Ok(())
+    }
+
+    fn finished(&self, at: &str, event: &Value) -> Result<(), String> {
+        let thread = required_str(at, event, "threadId")?;
+        let run = required_str(at, event, "runId")?;
+        let Some((started_thread, started_run)) = &self.run_ids else {
+            return Err(format!("{at}: RUN_FINISHED without RUN_STARTED"));
+        };
+        if (thread, run) != (started_thread.as_str(), started_run.as_str()) {
+            return Err(format!(
+                "{at}: threadId/runId ({thread}, {run}) differ from RUN_STARTED's \
+                 ({started_thread}, {started_run})"
+            ));
+        }
+        if let Some(still_open) = self.open.describe() {
+            return Err(format!(
+                "{at}: cannot finish while {still_open} are still active"
+            ));
+        }
+        if let Some(outcome) = field(event, "outcome") {
+            check_outcome(at, outcome)?;
+        }
+        if let Some(usage) = field(event, "usage") {
+            check_usage(at, usage)?;
+        }
+        Ok(())
+    }
+
+    fn text(&mut self, at: &str, ty: &str, event: &Value) -> Result<(), String> {
+        let id = required_str(at, event, "messageId")?;
+        match ty {
             "TEXT_MESSAGE_START" => {
-                let id = required_str(&at, event, "messageId")?;
-                match optional_str(&at, event, "role")? {
+                match optional_str(at, event, "role")? {
                     None | Some("developer" | "system" | "assistant" | "user") => {}
                     Some(role) => {
                         return Err(format!("{at}: role {role:?} is not a text message role"))
                     }
                 }
-                optional_str(&at, event, "name")?;
-                start(&at, &mut open.texts, id, "text message")?;
+                optional_str(at, event, "name")?;
+                start(at, &mut self.open.texts, id, "text message")
             }
             "TEXT_MESSAGE_CONTENT" => {
-                let id = required_str(&at, event, "messageId")?;
-                require_string(&at, event, "delta")?;
-                require_open(&at, &open.texts, id, "text message")?;
+                require_string(at, event, "delta")?;
+                require_open(at, &self.open.texts, id, "text message")
             }
-            "TEXT_MESSAGE_END" => {
-                let id = required_str(&at, event, "messageId")?;
-                close(&at, &mut open.texts, id, "text message")?;
-            }
-            "TOOL_CALL_START" => {
-                let id = required_str(&at, event, "toolCallId")?;
-                required_str(&at, event, "toolCallName")?;
-                if field(event, "parentMessageId").is_some() {
-                    let parent = required_str(&at, event, "parentMessageId")?;
-                    parent_message_ids.push((index, parent.to_string()));
-                }
-                start(&at, &mut open.tool_calls, id, "tool call")?;
-                tool_call_ids.insert(id.to_string());
-            }
-            "TOOL_CALL_ARGS" => {
-                let id = required_str(&at, event, "toolCallId")?;
-                require_string(&at, event, "delta")?;
-                require_open(&at, &open.tool_calls, id, "tool call")?;
-            }
-            "TOOL_CALL_END" => {
-                let id = required_str(&at, event, "toolCallId")?;
-                close(&at, &mut open.tool_calls, id, "tool call")?;
-            }
-            "TOOL_CALL_RESULT" => {
-                required_str(&at, event, "messageId")?;
-                required_str(&at, event, "toolCallId")?;
-                match field(event, "content") {
-                    Some(Value::String(_) | Value::Array(_)) => {}
-                    _ => return Err(format!("{at}: `content` must be a string or parts")),
-                }
-                if let Some(role) = optional_str(&at, event, "role")? {
-                    if role != "tool" {
-                        return Err(format!("{at}: role must be \"tool\", got {role:?}"));
-                    }
-                }
-            }
-            "REASONING_START" => {
-                let id = required_str(&at, event, "messageId")?;
-                start(&at, &mut open.reasoning_spans, id, "reasoning span")?;
-            }
-            "REASONING_END" => {
-                let id = required_str(&at, event, "messageId")?;
-                close(&at, &mut open.reasoning_spans, id, "reasoning span")?;
-            }
-            "REASONING_MESSAGE_START" => {
-                let id = required_str(&at, event, "messageId")?;
-                if field(event, "role") != Some(&Value::String("reasoning".into())) {
-                    return Err(format!("{at}: `role` must be \"reasoning\""));
-                }
-                start(&at, &mut open.reasoning_messages, id, "reasoning message")?;
-            }
-            "REASONING_MESSAGE_CONTENT" => {
-                let id = required_str(&at, event, "messageId")?;
-                require_string(&at, event, "delta")?;
-                require_open(&at, &open.reasoning_messages, id, "reasoning message")?;
-            }
-            "REASONING_MESSAGE_END" => {
-                let id = required_str(&at, event, "messageId")?;
-                close(&at, &mut open.reasoning_messages, id, "reasoning message")?;
-            }
-            "STEP_STARTED" => {
-                let name = required_str(&at, event, "stepName")?;
-                start(&at, &mut open.steps, name, "step")?;
-            }
-            "STEP_FINISHED" => {
-                let name = required_str(&at, event, "stepName")?;
-                close(&at, &mut open.steps, name, "step")?;
-            }
-            "SUBAGENT_STARTED" => {
-                let id = required_str(&at, event, "subagentRunId")?;
-                required_str(&at, event, "name")?;
-                start(&at, &mut open.subagents, id, "subagent")?;
-            }
-            "SUBAGENT_FINISHED" | "SUBAGENT_ERROR" => {
-                let id = required_str(&at, event, "subagentRunId")?;
-                close(&at, &mut open.subagents, id, "subagent")?;
-            }
-            "TEXT_MESSAGE_CHUNK" | "TOOL_CALL_CHUNK" | "REASONING_MESSAGE_CHUNK" => {
-                // Valid protocol, but this server promises explicit START/CONTENT/END, and the
-                // chunk expansion rules (§4.3) would make this port much larger.
-                return Err(format!(
-                    "{at}: chunk events are not part of this server's contract"
-                ));
-            }
-            "STATE_DELTA" if !field(event, "delta").is_some_and(Value::is_array) => {
-                return Err(format!("{at}: `delta` must be a JSON Patch array"));
-            }
-            "MESSAGES_SNAPSHOT" if !field(event, "messages").is_some_and(Value::is_array) => {
-                return Err(format!("{at}: `messages` must be an array"));
-            }
-            "STATE_SNAPSHOT" if field(event, "snapshot").is_none() => {
-                return Err(format!("{at}: required `snapshot` is missing"));
-            }
-            "CUSTOM" => {
-                required_str(&at, event, "name")?;
-                if field(event, "value").is_none() {
-                    return Err(format!("{at}: required `value` is missing"));
-                }
-            }
-            _ => {}
+            _ => close(at, &mut self.open.texts, id, "text message"),
         }
     }
 
-    for (index, parent) in parent_message_ids {
-        if tool_call_ids.contains(&parent) {
-            return Err(format!(
-                "#{index} TOOL_CALL_START: parentMessageId `{parent}` is a tool call id; the \
-                 client would file the call under the wrong message"
-            ));
+    fn tool_call(&mut self, at: &str, index: usize, ty: &str, event: &Value) -> Result<(), String> {
+        if ty == "TOOL_CALL_RESULT" {
+            return check_tool_call_result(at, event);
+        }
+        let id = required_str(at, event, "toolCallId")?;
+        match ty {
+            "TOOL_CALL_START" => {
+                required_str(at, event, "toolCallName")?;
+                if field(event, "parentMessageId").is_some() {
+                    let parent = required_str(at, event, "parentMessageId")?;
+                    self.parent_message_ids.push((index, parent.to_string()));
+                }
+                start(at, &mut self.open.tool_calls, id, "tool call")?;
+                self.tool_call_ids.insert(id.to_string());
+                Ok(())
+            }
+            "TOOL_CALL_ARGS" => {
+                require_string(at, event, "delta")?;
+                require_open(at, &self.open.tool_calls, id, "tool call")
+            }
+            _ => close(at, &mut self.open.tool_calls, id, "tool call"),
         }
     }
-    if terminal.is_none() {
-        return Err("the stream ended without a terminal event (RUN_FINISHED or RUN_ERROR)".into());
+
+    fn reasoning(&mut self, at: &str, ty: &str, event: &Value) -> Result<(), String> {
+        let id = required_str(at, event, "messageId")?;
+        let (spans, messages) = (
+            &mut self.open.reasoning_spans,
+            &mut self.open.reasoning_messages,
+        );
+        match ty {
+            "REASONING_START" => start(at, spans, id, "reasoning span"),
+            "REASONING_END" => close(at, spans, id, "reasoning span"),
+            "REASONING_MESSAGE_START" => {
+                if field(event, "role") != Some(&Value::String("reasoning".into())) {
+                    return Err(format!("{at}: `role` must be \"reasoning\""));
+                }
+                start(at, messages, id, "reasoning message")
+            }
+            "REASONING_MESSAGE_CONTENT" => {
+                require_string(at, event, "delta")?;
+                require_open(at, messages, id, "reasoning message")
+            }
+            _ => close(at, messages, id, "reasoning message"),
+        }
+    }
+
+    fn step_or_subagent(&mut self, at: &str, ty: &str, event: &Value) -> Result<(), String> {
+        match ty {
+            "STEP_STARTED" => {
+                let name = required_str(at, event, "stepName")?;
+                start(at, &mut self.open.steps, name, "step")
+            }
+            "STEP_FINISHED" => {
+                let name = required_str(at, event, "stepName")?;
+                close(at, &mut self.open.steps, name, "step")
+            }
+            "SUBAGENT_STARTED" => {
+                let id = required_str(at, event, "subagentRunId")?;
+                required_str(at, event, "name")?;
+                start(at, &mut self.open.subagents, id, "subagent")
+            }
+            _ => {
+                let id = required_str(at, event, "subagentRunId")?;
+                close(at, &mut self.open.subagents, id, "subagent")
+            }
+        }
+    }
+
+    /// What only the whole stream shows: a terminal event, and no call filed under a call.
+    fn finish(self) -> Result<(), String> {
+        for (index, parent) in self.parent_message_ids {
+            if self.tool_call_ids.contains(&parent) {
+                return Err(format!(
+                    "#{index} TOOL_CALL_START: parentMessageId `{parent}` is a tool call id; the \
+                     client would file the call under the wrong message"
+                ));
+            }
+        }
+        if self.terminal.is_none() {
+            return Err(
+                "the stream ended without a terminal event (RUN_FINISHED or RUN_ERROR)".into(),
+            );
+        }
+        Ok(())
+    }
+}
+
+fn check_tool_call_result(at: &str, event: &Value) -> Result<(), String> {
+    required_str(at, event, "messageId")?;
+    required_str(at, event, "toolCallId")?;
+    match field(event, "content") {
+        Some(Value::String(_) | Value::Array(_)) => {}
+        _ => return Err(format!("{at}: `content` must be a string or parts")),
+    }
+    if let Some(role) = optional_str(at, event, "role")? {
+        if role != "tool" {
+            return Err(format!("{at}: role must be \"tool\", got {role:?}"));
+        }
     }
     Ok(())
+}
+
+/// The events that open or close nothing: their payload's shape.
+fn check_payload(at: &str, ty: &str, event: &Value) -> Result<(), String> {
+    match ty {
+        "TEXT_MESSAGE_CHUNK" | "TOOL_CALL_CHUNK" | "REASONING_MESSAGE_CHUNK" => {
+            // Valid protocol, but this server promises explicit START/CONTENT/END, and the
+            // chunk expansion rules (§4.3) would make this port much larger.
+            Err(format!(
+                "{at}: chunk events are not part of this server's contract"
+            ))
+        }
+        "STATE_DELTA" if !field(event, "delta").is_some_and(Value::is_array) => {
+            Err(format!("{at}: `delta` must be a JSON Patch array"))
+        }
+        "MESSAGES_SNAPSHOT" if !field(event, "messages").is_some_and(Value::is_array) => {
+            Err(format!("{at}: `messages` must be an array"))
+        }
+        "STATE_SNAPSHOT" if field(event, "snapshot").is_none() => {
+            Err(format!("{at}: required `snapshot` is missing"))
+        }
+        "CUSTOM" => {
+            required_str(at, event, "name")?;
+            if field(event, "value").is_none() {
+                return Err(format!("{at}: required `value` is missing"));
+            }
+            Ok(())
+        }
+        _ => Ok(()),
+    }
 }
 
 fn require_string(at: &str, event: &Value, name: &str) -> Result<(), String> {

@@ -330,9 +330,7 @@ impl RunEncoder {
         if self.phase == Phase::Ended {
             return Ok(());
         }
-        self.start(out)?;
-        self.close_all(out)?;
-        self.phase = Phase::Ended;
+        self.close_run(out)?;
         let outcome = if !self.interrupts.is_empty() {
             Some(RunOutcome::Interrupt {
                 interrupts: std::mem::take(&mut self.interrupts),
@@ -346,6 +344,23 @@ impl RunEncoder {
                 ProtocolVersion::Legacy => None,
             }
         };
+        self.write_finished(outcome, out)
+    }
+
+    /// Starts the run if nothing was written yet and closes everything still open: what must
+    /// come before `RUN_FINISHED`.
+    fn close_run(&mut self, out: &mut Vec<u8>) -> Result<(), EncodeError> {
+        self.start(out)?;
+        self.close_all(out)?;
+        self.phase = Phase::Ended;
+        Ok(())
+    }
+
+    fn write_finished(
+        &mut self,
+        outcome: Option<RunOutcome>,
+        out: &mut Vec<u8>,
+    ) -> Result<(), EncodeError> {
         let usage = self.take_usage();
         self.write(
             EventBody::RunFinished(RunFinished {
@@ -393,20 +408,8 @@ impl RunEncoder {
         if self.version == ProtocolVersion::Legacy {
             return self.fail("cancelled", message, out);
         }
-        self.start(out)?;
-        self.close_all(out)?;
-        self.phase = Phase::Ended;
-        let usage = self.take_usage();
-        self.write(
-            EventBody::RunFinished(RunFinished {
-                thread_id: self.thread_id.clone(),
-                run_id: self.run_id.clone(),
-                result: None,
-                outcome: Some(RunOutcome::Cancelled),
-                usage,
-            }),
-            out,
-        )
+        self.close_run(out)?;
+        self.write_finished(Some(RunOutcome::Cancelled), out)
     }
 
     fn take_usage(&mut self) -> Option<Vec<TokenUsage>> {

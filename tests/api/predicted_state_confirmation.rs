@@ -166,8 +166,9 @@ async fn a_tampered_restore_in_the_id_is_refused() {
     assert!(!events.iter().any(|e| e["type"] == "STATE_SNAPSHOT"));
 }
 
-#[tokio::test]
-async fn a_0x_client_confirms_through_confirm_changes_as_copilotkit_pages_expect() {
+/// A 0.x client (no `protocolVersion`) asks for a rewrite: the model writes the document, and
+/// the run asks through `confirm_changes`. Returns the app, the state before and the events.
+async fn first_0x_run_asks_to_confirm() -> (TestApp, Value, Vec<Value>) {
     let app = spawn_app(|settings| confirming_writer(settings, "confirm_changes")).await;
     let before = json!({"title": "Notes", "document": "The old version."});
     app.fake.push(Reply::Sse(chunks::tool_calls(
@@ -177,6 +178,12 @@ async fn a_0x_client_confirms_through_confirm_changes_as_copilotkit_pages_expect
     let mut first = with_state(input(vec![user("Rewrite it.")]), before.clone());
     first.as_object_mut().unwrap().remove("protocolVersion");
     let events = app.run_events("/", &first).await;
+    (app, before, events)
+}
+
+#[tokio::test]
+async fn a_0x_client_confirms_through_confirm_changes_as_copilotkit_pages_expect() {
+    let (app, before, events) = first_0x_run_asks_to_confirm().await;
     assert_well_formed(&events);
     assert_0x_compatible(&events);
     let confirm = events
@@ -278,15 +285,7 @@ async fn a_rejected_prediction_is_restored_once_and_later_edits_survive_for_a_1_
 
 #[tokio::test]
 async fn a_rejected_prediction_is_restored_once_and_later_edits_survive_for_a_0x_client() {
-    let app = spawn_app(|settings| confirming_writer(settings, "confirm_changes")).await;
-    let before = json!({"title": "Notes", "document": "The old version."});
-    app.fake.push(Reply::Sse(chunks::tool_calls(
-        &[("call_w", "write_document", NEW_DOCUMENT)],
-        false,
-    )));
-    let mut first = with_state(input(vec![user("Rewrite it.")]), before.clone());
-    first.as_object_mut().unwrap().remove("protocolVersion");
-    let events = app.run_events("/", &first).await;
+    let (app, before, events) = first_0x_run_asks_to_confirm().await;
     let confirm_id = events
         .iter()
         .find(|e| e["type"] == "TOOL_CALL_START" && e["toolCallName"] == "confirm_changes")

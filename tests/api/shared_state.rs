@@ -569,19 +569,24 @@ async fn an_argument_rule_with_star_adds_the_whole_arguments_object() {
 
 // ---- 7. The `state` tool kind -----------------------------------------------------------------
 
+/// `update_recipe` of the `state` kind: writes its `recipe` argument to the state's `recipe`.
+fn recipe_state_tool() -> ToolSettings {
+    tool(
+        "update_recipe",
+        recipe_parameters(),
+        ToolKindSettings::State {
+            key: "recipe".into(),
+            argument: "recipe".into(),
+            confirmation: "Recipe updated.".into(),
+            update: Default::default(),
+        },
+    )
+}
+
 #[tokio::test]
 async fn a_state_tool_writes_its_argument_and_confirms_to_the_model() {
     let app = spawn_app(|settings| {
-        assistant_agent(settings).tools.push(tool(
-            "update_recipe",
-            recipe_parameters(),
-            ToolKindSettings::State {
-                key: "recipe".into(),
-                argument: "recipe".into(),
-                confirmation: "Recipe updated.".into(),
-                update: Default::default(),
-            },
-        ));
+        assistant_agent(settings).tools.push(recipe_state_tool());
     })
     .await;
     let recipe = json!({"title": "Pancakes", "servings": 3});
@@ -1042,16 +1047,7 @@ fn mixed_state_agent(settings: &mut Settings) {
     let agent = assistant_agent(settings);
     agent.status.enabled = true;
     agent.state.schema = Some(schema);
-    agent.tools.push(tool(
-        "update_recipe",
-        recipe_parameters(),
-        ToolKindSettings::State {
-            key: "recipe".into(),
-            argument: "recipe".into(),
-            confirmation: "Recipe updated.".into(),
-            update: Default::default(),
-        },
-    ));
+    agent.tools.push(recipe_state_tool());
     agent.tools.push(static_tool("bump_count", bump));
     agent
         .state

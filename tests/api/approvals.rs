@@ -179,6 +179,17 @@ pub(crate) fn transfer_tool(service: &ToolService, allow_edit: bool) -> ToolSett
 }
 
 /// Gives the default agent exactly `tools` and the test's rejected message.
+/// The app with the transfer tool (no edits) and no thread store: each run knows only the
+/// history the client sends, as with a server that remembers nothing.
+pub(crate) async fn spawn_transfer_app_without_store(service: &ToolService) -> TestApp {
+    let tools = vec![transfer_tool(service, false)];
+    spawn_app(|settings| {
+        with_tools(settings, tools);
+        settings.threads.store = agui_host::settings::ThreadStoreKind::Off;
+    })
+    .await
+}
+
 pub(crate) fn with_tools(settings: &mut Settings, tools: Vec<ToolSettings>) {
     let name = settings.default_agent.clone();
     let agent = settings.agents.get_mut(&name).expect("the default agent");
@@ -1170,14 +1181,9 @@ async fn a_conditional_policy_asks_only_when_the_arguments_match() {
 #[tokio::test]
 async fn a_0x_client_approves_through_a_request_approval_tool_call() {
     let service = ToolService::start().await;
-    let tools = vec![transfer_tool(&service, false)];
     // Run 2 is answered twice on one history, accepted then declined. A thread store would
     // keep the first answer's result (tests/api/threads.rs); this test is about the answers.
-    let app = spawn_app(|settings| {
-        with_tools(settings, tools);
-        settings.threads.store = agui_host::settings::ThreadStoreKind::Off;
-    })
-    .await;
+    let app = spawn_transfer_app_without_store(&service).await;
     app.fake.push(Reply::Sse(chunks::tool_calls(
         &[("call_1", "transfer_money", TRANSFER_ARGS)],
         false,

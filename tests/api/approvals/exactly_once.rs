@@ -251,12 +251,7 @@ async fn a_conversation_goes_on_after_the_approvals_ttl_for_a_1_0_client() {
 #[tokio::test]
 async fn an_answer_resent_after_a_lost_response_carries_the_same_idempotency_key() {
     let service = ToolService::start().await;
-    let tools = vec![transfer_tool(&service, false)];
-    let app = spawn_app(|settings| {
-        with_tools(settings, tools);
-        settings.threads.store = agui_host::settings::ThreadStoreKind::Off;
-    })
-    .await;
+    let app = spawn_transfer_app_without_store(&service).await;
     let (events, history) = interrupted_transfer(&app, &service).await;
     let id = interrupt_id(&events, "call_1");
     let body = resume_input(history, json!([resolved(&id, json!({"approved": true}))]));

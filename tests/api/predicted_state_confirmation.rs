@@ -57,9 +57,8 @@ fn assistant_call(id: &str, name: &str, arguments: &str) -> Value {
     ]})
 }
 
-/// Run 1 for a 1.0 client: the prediction streams, then the run asks. Returns the interrupt id
-/// and the client's state after the run.
-async fn predicted(app: &TestApp, before: &Value) -> (String, Value) {
+/// A 1.0 client with the state `before` asks for a rewrite, and the model writes the document.
+async fn rewrite(app: &TestApp, before: &Value) -> Vec<Value> {
     app.fake.push(Reply::Sse(chunks::tool_calls(
         &[("call_w", "write_document", NEW_DOCUMENT)],
         false,
@@ -71,6 +70,13 @@ async fn predicted(app: &TestApp, before: &Value) -> (String, Value) {
         )
         .await;
     assert_well_formed(&events);
+    events
+}
+
+/// Run 1 for a 1.0 client: the prediction streams, then the run asks. Returns the interrupt id
+/// and the client's state after the run.
+async fn predicted(app: &TestApp, before: &Value) -> (String, Value) {
+    let events = rewrite(app, before).await;
     assert!(
         events.iter().any(|e| e["type"] == "STATE_DELTA"),
         "the prediction streams: {:?}",
@@ -333,17 +339,7 @@ async fn an_id_stays_under_its_documented_size_with_a_256_kb_state() {
     // Just under the default state limit (256 KiB), nearly all of it the predicted key.
     let old_document = "Old paragraph. ".repeat(255 * 1024 / 15);
     let before = json!({"title": "Notes", "document": old_document});
-    app.fake.push(Reply::Sse(chunks::tool_calls(
-        &[("call_w", "write_document", NEW_DOCUMENT)],
-        false,
-    )));
-    let events = app
-        .run_events(
-            "/",
-            &with_state(input(vec![user("Rewrite it.")]), before.clone()),
-        )
-        .await;
-    assert_well_formed(&events);
+    let events = rewrite(&app, &before).await;
     let interrupt = &events.last().unwrap()["outcome"]["interrupts"][0];
     let id = interrupt["id"].as_str().expect("an interrupt");
     assert!(

@@ -961,16 +961,7 @@ async fn two_agents_on_two_routes_each_send_their_own_prompt_and_tools() {
     let app = spawn_app(|settings| {
         let mut recipe = settings.agents["assistant"].clone();
         recipe.instructions = "You are a chef. Help with recipes.".into();
-        recipe.tools = vec![tool(
-            "update_recipe",
-            recipe_parameters(),
-            ToolKindSettings::State {
-                key: "recipe".into(),
-                argument: "recipe".into(),
-                confirmation: "Recipe updated.".into(),
-                update: Default::default(),
-            },
-        )];
+        recipe.tools = vec![recipe_state_tool()];
         let mut weather = settings.agents["assistant"].clone();
         weather.instructions = "You are a meteorologist. Report the weather.".into();
         weather.tools = vec![

@@ -51,6 +51,16 @@ impl TestServer {
 }
 
 /// A one-connection-per-reply HTTP/1.1 server on loopback.
+/// The client's stream for `hello_request()` is the hello reply, and ends well.
+async fn assert_says_hello(client: &LlmClient) {
+    let events: Vec<LlmEvent> = client
+        .stream_chat(hello_request())
+        .try_collect()
+        .await
+        .expect("ok");
+    assert_eq!(events, hello_events());
+}
+
 async fn serve(replies: Vec<Reply>) -> TestServer {
     let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
     let addr = listener.local_addr().expect("addr");
@@ -415,13 +425,7 @@ async fn azure_request() {
     s.base_url = format!("http://{}", server.addr);
     s.azure_deployment = "gpt4o".into();
     s.azure_api_version = "2024-10-21".into();
-    let client = LlmClient::new(&s).expect("client");
-    let events: Vec<LlmEvent> = client
-        .stream_chat(hello_request())
-        .try_collect()
-        .await
-        .expect("ok");
-    assert_eq!(events, hello_events());
+    assert_says_hello(&LlmClient::new(&s).expect("client")).await;
     let (head, body) = server.request(0);
     let lower = head.to_ascii_lowercase();
     assert!(
@@ -450,13 +454,7 @@ async fn retries_rate_limits_and_overload_then_streams() {
         Reply::Raw(sse(HELLO)),
     ])
     .await;
-    let client = LlmClient::new(&settings_for(server.addr)).expect("client");
-    let events: Vec<LlmEvent> = client
-        .stream_chat(hello_request())
-        .try_collect()
-        .await
-        .expect("ok");
-    assert_eq!(events, hello_events());
+    assert_says_hello(&LlmClient::new(&settings_for(server.addr)).expect("client")).await;
     assert_eq!(server.count(), 3);
 }
 
@@ -584,13 +582,7 @@ async fn json_body_instead_of_a_stream() {
         r#"{"choices":[{"index":0,"message":{"role":"assistant","content":"Hello"},"finish_reason":"stop"}],"usage":{"prompt_tokens":4,"completion_tokens":1}}"#,
     ))])
     .await;
-    let client = LlmClient::new(&settings_for(server.addr)).expect("client");
-    let events: Vec<LlmEvent> = client
-        .stream_chat(hello_request())
-        .try_collect()
-        .await
-        .expect("ok");
-    assert_eq!(events, hello_events());
+    assert_says_hello(&LlmClient::new(&settings_for(server.addr)).expect("client")).await;
 }
 
 #[tokio::test]

@@ -172,6 +172,18 @@ async fn a_tampered_restore_in_the_id_is_refused() {
     assert!(!events.iter().any(|e| e["type"] == "STATE_SNAPSHOT"));
 }
 
+/// The history a 0.x page sends after answering the `confirm_changes` call `confirm_id` with
+/// `{"accepted": false}`: the call filed under the assistant message, then its answer.
+fn declined_through_confirm_changes(confirm_id: &str) -> Vec<Value> {
+    let mut messages = history();
+    messages[1]["toolCalls"]
+        .as_array_mut()
+        .unwrap()
+        .push(json!({"id": confirm_id, "type": "function", "function": {"name": "confirm_changes", "arguments": "{}"}}));
+    messages.push(json!({"id": "t-confirm", "role": "tool", "toolCallId": confirm_id, "content": "{\"accepted\":false}"}));
+    messages
+}
+
 /// A 0.x client (no `protocolVersion`) asks for a rewrite: the model writes the document, and
 /// the run asks through `confirm_changes`. Returns the app, the state before and the events.
 async fn first_0x_run_asks_to_confirm() -> (TestApp, Value, Vec<Value>) {
@@ -202,12 +214,7 @@ async fn a_0x_client_confirms_through_confirm_changes_as_copilotkit_pages_expect
     // The page answers the confirm_changes call with {"accepted": false}.
     app.fake
         .push(Reply::Sse(chunks::text_reply(&["Discarded."])));
-    let mut messages = history();
-    messages[1]["toolCalls"]
-        .as_array_mut()
-        .unwrap()
-        .push(json!({"id": confirm_id, "type": "function", "function": {"name": "confirm_changes", "arguments": "{}"}}));
-    messages.push(json!({"id": "t-confirm", "role": "tool", "toolCallId": confirm_id, "content": "{\"accepted\":false}"}));
+    let messages = declined_through_confirm_changes(&confirm_id);
     let mut second = with_state(input(messages), predicted_state);
     second.as_object_mut().unwrap().remove("protocolVersion");
     let events = app.run_events("/", &second).await;
@@ -302,12 +309,7 @@ async fn a_rejected_prediction_is_restored_once_and_later_edits_survive_for_a_0x
 
     app.fake
         .push(Reply::Sse(chunks::text_reply(&["Discarded."])));
-    let mut messages = history();
-    messages[1]["toolCalls"]
-        .as_array_mut()
-        .unwrap()
-        .push(json!({"id": confirm_id, "type": "function", "function": {"name": "confirm_changes", "arguments": "{}"}}));
-    messages.push(json!({"id": "t-confirm", "role": "tool", "toolCallId": confirm_id, "content": "{\"accepted\":false}"}));
+    let mut messages = declined_through_confirm_changes(&confirm_id);
     let mut second = with_state(input(messages.clone()), predicted_state);
     second.as_object_mut().unwrap().remove("protocolVersion");
     let events = app.run_events("/", &second).await;

@@ -54,6 +54,15 @@ impl Receiver {
         format!("http://{address}")
     }
 
+    /// Fails, with what the server logged, when no span arrived at all: the export itself
+    /// failed, which the span assertions that follow could not tell.
+    fn expect_spans(&self, server_log: &str) {
+        assert!(
+            !self.spans().is_empty(),
+            "the server exported no span; its log:\n{server_log}"
+        );
+    }
+
     /// Every span received, with the `service.name` of its resource.
     fn spans(&self) -> Vec<(String, Span)> {
         let exports = self.exports.lock().unwrap();
@@ -129,6 +138,8 @@ fn hex(bytes: &[u8]) -> String {
 struct Server {
     child: tokio::process::Child,
     address: String,
+    /// The server's log lines after "listening", for the message of a failed assertion.
+    log: Arc<Mutex<Vec<String>>>,
 }
 
 impl Server {
@@ -164,15 +175,23 @@ impl Server {
         .await
         .expect("the binary listens within 30 s");
         // Keep reading, so a full pipe never blocks the server's logging.
-        tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+        let log = Arc::new(Mutex::new(Vec::new()));
+        let kept = Arc::clone(&log);
+        tokio::spawn(async move {
+            while let Ok(Some(line)) = lines.next_line().await {
+                kept.lock().unwrap().push(line);
+            }
+        });
         Server {
             child,
             address: format!("http://{address}"),
+            log,
         }
     }
 
     /// SIGTERM, as an orchestrator stops it; the server must flush its spans before exiting.
-    async fn stop(mut self) {
+    /// Returns what it logged, to explain a span that never arrived.
+    async fn stop(mut self) -> String {
         let pid = self.child.id().expect("still running").to_string();
         let status = std::process::Command::new("kill")
             .args(["-TERM", &pid])
@@ -184,6 +203,9 @@ impl Server {
             .expect("the server exits within 20 s of SIGTERM")
             .unwrap();
         assert!(exit.success(), "{exit:?}");
+        // The reader drains the pipe until the process is gone; give it a moment to finish.
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        self.log.lock().unwrap().join("\n")
     }
 }
 
@@ -229,7 +251,8 @@ async fn a_run_with_a_tool_call_exports_one_trace_continuing_the_callers() {
     body["runId"] = "run-otel".into();
     let events = post_traced_run(&server, "/backend_tool_rendering", &body).await;
     assert_eq!(last(&events)["type"], "RUN_FINISHED");
-    server.stop().await;
+    let server_log = server.stop().await;
+    receiver.expect_spans(&server_log);
 
     let spans = receiver.spans();
     assert!(spans
@@ -381,7 +404,8 @@ async fn captured_content_and_tool_failures_are_on_the_spans() {
     .await;
     let events = post_traced_run(&server, "/", &input(vec![user("Do the thing")])).await;
     assert_eq!(last(&events)["type"], "RUN_FINISHED");
-    server.stop().await;
+    let server_log = server.stop().await;
+    receiver.expect_spans(&server_log);
 
     let spans: Vec<Span> = receiver
         .spans()
@@ -447,7 +471,8 @@ async fn an_approval_is_an_event_of_the_run_that_asks_and_of_the_run_that_resume
     let approval = resolved(&interrupt_id(&asked, "call_c1"), json!({"approved": true}));
     let resumed = post_traced_run(&server, "", &resume_input(history, json!([approval]))).await;
     assert_eq!(last(&resumed)["type"], "RUN_FINISHED");
-    server.stop().await;
+    let server_log = server.stop().await;
+    receiver.expect_spans(&server_log);
 
     let spans: Vec<Span> = receiver.spans().into_iter().map(|(_, span)| span).collect();
     let run = |run_id: &str| {
@@ -534,7 +559,8 @@ async fn spans_are_exported_over_grpc_too() {
     let server = Server::start(&fake, &env).await;
     let events = post_traced_run(&server, "/", &input(vec![user("Hello")])).await;
     assert_eq!(last(&events)["type"], "RUN_FINISHED");
-    server.stop().await;
+    let server_log = server.stop().await;
+    receiver.expect_spans(&server_log);
 
     let spans: Vec<Span> = receiver.spans().into_iter().map(|(_, span)| span).collect();
     let names: Vec<&str> = spans.iter().map(|s| s.name.as_str()).collect();

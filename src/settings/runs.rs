@@ -34,6 +34,9 @@ pub struct RunSettings {
     pub log_max_run_bytes: usize,
     /// Most bytes kept for all runs.
     pub log_max_bytes: usize,
+    /// With `threads.store = "redis"`: seconds a run's owner may go silent (its lease, renewed
+    /// every third of it) before readers on other replicas end the run with `run_lost`.
+    pub lease_ttl_secs: u64,
 }
 
 impl Default for RunSettings {
@@ -46,6 +49,7 @@ impl Default for RunSettings {
             log_max_run_events: 100_000,
             log_max_run_bytes: 16 * 1024 * 1024,
             log_max_bytes: 256 * 1024 * 1024,
+            lease_ttl_secs: 10,
         }
     }
 }

@@ -356,3 +356,47 @@ async fn killing_the_owner_gives_the_reader_on_b_run_error_run_lost_within_the_l
     assert_eq!(replay, seen);
     assert_eq!(texts(&events(&seen))[0].1, "Half");
 }
+
+#[tokio::test]
+async fn when_redis_stalls_the_owner_s_reader_gets_the_whole_run_and_b_s_reader_run_lost() {
+    let redis = RedisServer::start().await;
+    // A gives up on a write after 300 ms; B's reads wait out the stall.
+    let a = spawn_app(|s| {
+        on_redis(&redis)(s);
+        s.threads.redis_timeout_ms = 300;
+    })
+    .await;
+    let b = spawn_app(|s| {
+        on_redis(&redis)(s);
+        s.threads.redis_timeout_ms = 3000;
+    })
+    .await;
+    let words: Vec<String> = (0..20).map(|i| format!("w{i} ")).collect();
+    let words: Vec<&str> = words.iter().map(String::as_str).collect();
+    a.fake.push(Reply::SlowSse(
+        chunks::text_reply(&words),
+        Duration::from_millis(100),
+    ));
+    let mut on_a = FrameReader::new(a.post_run("/", &run_body("t", "r-stall", "Go")).await);
+    let mut seen_on_a = vec![on_a.next().await.unwrap(), on_a.next().await.unwrap()];
+    let on_b = FrameReader::new(reconnect(&b, "r-stall", Some(&seen_on_a[0].0)).await);
+    let mut seen_on_b = vec![seen_on_a[0].clone()];
+    // Every write to Redis waits 1.5 s: longer than A waits for one.
+    assert_eq!(redis.command("CLIENT PAUSE 1500 WRITE").await, "+OK");
+    seen_on_a.extend(on_a.rest().await);
+    assert_stitched("r-stall", &seen_on_a);
+    assert_eq!(seen_on_a.last().unwrap().1["outcome"]["type"], "success");
+    assert_eq!(
+        texts(&events(&seen_on_a))[0].1,
+        (0..20).map(|i| format!("w{i} ")).collect::<String>()
+    );
+
+    seen_on_b.extend(on_b.rest().await);
+    assert_stitched("r-stall", &seen_on_b);
+    let lost = &seen_on_b.last().unwrap().1;
+    assert_eq!(lost["type"], "RUN_ERROR");
+    assert_eq!(lost["code"], "run_lost");
+    // What B got before the end is exactly what A streamed: a prefix, no gap.
+    let prefix = seen_on_b.len() - 1;
+    assert_eq!(seen_on_b[..prefix], seen_on_a[..prefix]);
+}

@@ -166,12 +166,14 @@ fn shared_error(error: SharedError) -> ApiError {
         SharedError::InProgress => in_progress(),
         SharedError::Read(error) => read_error(error),
         SharedError::Backend(message) => {
-            tracing::warn!(error = %message, "the run log in Redis is unavailable");
+            tracing::error!(error = %message, "the run log in Redis is unavailable");
+            // The thread store's answer: one Redis, one way of saying it is not answering.
             ApiError::new(
                 StatusCode::SERVICE_UNAVAILABLE,
-                "run_log_unavailable",
-                "the run log is unavailable; retry shortly",
+                "thread_store_unavailable",
+                "the store is not answering; please retry",
             )
+            .with_retry_after(1)
         }
     }
 }
@@ -264,6 +266,7 @@ fn reader_body(reader: Reader, keep_alive: Duration) -> Body {
                 "the run ended without a terminal event",
             )),
             Next::Expired => Err(std::io::Error::other("the reader fell behind the run log")),
+            Next::Unavailable => Err(std::io::Error::other("the run log is unavailable")),
         };
         Some((chunk, follower))
     });

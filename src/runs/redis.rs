@@ -331,7 +331,7 @@ impl SharedRuns {
     /// Redis failed.
     pub async fn find(&self, keys: RunKeys) -> Result<Option<SharedRun>, SharedError> {
         let mut connection = self.inner.connection.clone();
-        let (first, last): (Vec<StreamEntry>, Vec<StreamEntry>) = redis::pipe()
+        let (first, last, owned): (Vec<StreamEntry>, Vec<StreamEntry>, bool) = redis::pipe()
             .cmd("XRANGE")
             .arg(&keys.log)
             .arg("-")
@@ -344,11 +344,20 @@ impl SharedRuns {
             .arg("-")
             .arg("COUNT")
             .arg(1)
+            .cmd("EXISTS")
+            .arg(&keys.owner)
             .query_async(&mut connection)
             .await
             .map_err(backend)?;
         let (Some(first), Some(last)) = (first.first(), last.first()) else {
-            return Ok(None);
+            // Claimed but not written yet: the owner's readers may already have its first
+            // events (its appender runs behind them).
+            return Ok(owned.then_some(SharedRun {
+                keys,
+                first_seq: 1,
+                last_seq: 0,
+                ended: false,
+            }));
         };
         let (first, last) = (parse_entry(first)?, parse_entry(last)?);
         Ok(Some(SharedRun {
@@ -619,4 +628,43 @@ pub(super) fn parse_entry((id, fields): &StreamEntry) -> Result<Entry, SharedErr
         }
     }
     Ok(entry)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_differ_by_scope_agent_and_run_and_share_one_hash_tag() {
+        let keys = RunKeys::new("r", "a", "s");
+        for other in [
+            RunKeys::new("r", "a", "s2"),
+            RunKeys::new("r", "b", "s"),
+            RunKeys::new("r2", "a", "s"),
+            // A separator moved between parts is another key.
+            RunKeys::new("r", "as", ""),
+        ] {
+            assert_ne!(keys.log, other.log);
+        }
+        let tag = |key: &str| key[key.find('{').unwrap()..=key.find('}').unwrap()].to_owned();
+        for key in [&keys.owner, &keys.stop, &keys.readers] {
+            assert_eq!(tag(key), tag(&keys.log));
+        }
+        assert!(keys.log.starts_with("agui:run:{") && keys.log.ends_with("}:log"));
+    }
+
+    #[test]
+    fn an_entry_gives_its_seq_frame_and_terminal_mark() {
+        let entry =
+            parse_entry(&("42-0".into(), vec![b"f".to_vec(), b"id: r:42\n".to_vec()])).unwrap();
+        assert_eq!((entry.seq, entry.terminal), (42, false));
+        assert_eq!(entry.frame.as_ref(), b"id: r:42\n");
+        let terminal = parse_entry(&(
+            "43-0".into(),
+            vec![b"f".to_vec(), b"x".to_vec(), b"t".to_vec(), b"1".to_vec()],
+        ))
+        .unwrap();
+        assert!(terminal.terminal);
+        assert!(parse_entry(&("nonsense".into(), Vec::new())).is_err());
+    }
 }

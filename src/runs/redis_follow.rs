@@ -31,14 +31,17 @@ const READ_COUNT: usize = 512;
 /// Ends the log with `run_lost` after the reader's cursor, if the owner's lease is gone and
 /// the reader has read everything. 1: appended; 0: nothing to do (the owner is alive, or there
 /// is more to read); 2: the log ended at the cursor; -2: it ended before it (the cursor names
-/// an event the run never logged); -1: the log is gone. A cursor past the log's last entry is
+/// an event the run never logged); -1: the log is gone (or its owner died before writing). A cursor past the log's last entry is
 /// not an error while the owner lives: the owner streams to its own readers before its
 /// appender writes to Redis, so a reader elsewhere may hold a cursor Redis has not reached yet.
 static LOST: LazyLock<Script> = LazyLock::new(|| {
     Script::new(
         r"
 local last = redis.call('XREVRANGE', KEYS[2], '+', '-', 'COUNT', 1)
-if #last == 0 then return -1 end
+if #last == 0 then
+  if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
+  return -1
+end
 local last_seq = tonumber(string.match(last[1][1], '^(%d+)-'))
 local cursor = tonumber(ARGV[1])
 local fields = last[1][2]
@@ -134,7 +137,7 @@ impl SharedFollower {
 
     fn failed(&self, error: &SharedError) -> Next {
         tracing::warn!(run_id = %self.keys.run_id, %error, "could not read the run's log");
-        Next::Broken
+        Next::Unavailable
     }
 
     /// Refreshes this reader's presence, then the entries after the cursor, waiting up to

@@ -1,5 +1,6 @@
-//! `[runs]`: what happens to a run whose client disconnects, and the bounds of the per-process
-//! log that lets a client reconnect to a run (see `crate::runs`).
+//! `[runs]`: what happens to a run whose client disconnects, the bounds of the per-process log
+//! that lets a client reconnect to a run, and, with Redis, the owner's lease on the shared log
+//! (see `crate::runs`).
 
 use serde::Deserialize;
 

@@ -233,6 +233,17 @@ async fn another_scope_gets_404_on_any_replica_and_a_live_run_id_is_409_on_the_o
         .unwrap();
     let mut on_b = FrameReader::new(mine);
     assert_eq!(on_b.next().await.unwrap().1["type"], "RUN_STARTED");
+    let caps: Value = b
+        .client
+        .get(format!("{}/assistant/capabilities", b.address))
+        .header("x-user-id", "alice")
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(caps["transport"]["resumable"], true);
 }
 
 #[tokio::test]

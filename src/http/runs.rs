@@ -213,7 +213,8 @@ async fn drive_run(
         }
         let over = pump.is_over();
         log.append(batch.clone(), over);
-        if let Some(shared) = &shared {
+        // A batch with no frame (token usage alone) is not worth a round trip to Redis.
+        if let Some(shared) = shared.as_ref().filter(|_| over || !batch.is_empty()) {
             shared.append(batch, over).await;
         }
         if over {

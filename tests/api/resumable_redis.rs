@@ -411,3 +411,65 @@ async fn when_redis_stalls_the_owner_s_reader_gets_the_whole_run_and_b_s_reader_
     let prefix = seen_on_b.len() - 1;
     assert_eq!(seen_on_b[..prefix], seen_on_a[..prefix]);
 }
+
+/// Starts a run on `a` that stalls after its first text, and reads its first three frames.
+async fn start_stalled(a: &TestApp, run_id: &str) -> (FrameReader, Vec<crate::resumable::Frame>) {
+    a.fake
+        .push(Reply::Stall(vec![chunks::role(), chunks::text("Half")]));
+    let mut reader = FrameReader::new(a.post_run("/", &run_body(run_id, run_id, "Go")).await);
+    let mut frames = Vec::new();
+    while frames.len() < 3 {
+        frames.push(reader.next().await.unwrap());
+    }
+    (reader, frames)
+}
+
+async fn stop_on(b: &TestApp, run_id: &str) {
+    let stop = b
+        .client
+        .post(format!("{}/assistant/runs/{run_id}/stop", b.address))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(stop.status(), 202);
+}
+
+#[tokio::test]
+async fn a_stop_whose_message_is_lost_is_found_by_the_owner_s_next_lease_renewal() {
+    let redis = RedisServer::start().await;
+    let lease = Duration::from_secs(3);
+    let (a, b) = replicas(&redis, |s| s.runs.lease_ttl_secs = lease.as_secs()).await;
+    let (reader, mut frames) = start_stalled(&a, "r-missed").await;
+    // Every subscription dropped: the stop's message reaches nobody (the subscribers come back
+    // a second later). The owner's renewal, every third of the lease, finds the stop flag.
+    assert!(redis
+        .command("CLIENT KILL TYPE pubsub")
+        .await
+        .starts_with(':'));
+    stop_on(&b, "r-missed").await;
+    assert!(
+        a.fake.wait_for_disconnect(lease).await,
+        "A stopped the run within the lease time"
+    );
+    frames.extend(reader.rest().await);
+    assert_stitched("r-missed", &frames);
+    assert_eq!(
+        frames.last().unwrap().1["outcome"],
+        json!({"type": "cancelled"})
+    );
+
+    // Once the subscriptions are back, a stop is immediate again.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let (reader, _) = start_stalled(&a, "r-after").await;
+    let before = a.fake.disconnects();
+    stop_on(&b, "r-after").await;
+    let sent = Instant::now();
+    while a.fake.disconnects() == before {
+        assert!(
+            sent.elapsed() < Duration::from_secs(1),
+            "A closed its upstream within a second"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    reader.rest().await;
+}

@@ -80,13 +80,14 @@ impl App {
             &settings,
             &extra_tools,
             &approval_keys,
-            None,
+            (None, None),
             &McpServers::default(),
         )?;
         let threads =
             Threads::from_settings(&settings.threads, agent_tools(&settings, &extra_tools))
                 .await?
                 .map(Arc::new);
+        let runs = http::Resumable::from_settings(&settings).await?;
         let mcp = McpServers::start(&settings).await?;
         let Assembled {
             router,
@@ -94,7 +95,13 @@ impl App {
             offline,
             shutdown,
             metrics,
-        } = match assemble(&settings, &extra_tools, &approval_keys, threads, &mcp) {
+        } = match assemble(
+            &settings,
+            &extra_tools,
+            &approval_keys,
+            (threads, runs),
+            &mcp,
+        ) {
             Ok(assembled) => assembled,
             Err(error) => {
                 mcp.shutdown().await;
@@ -136,7 +143,7 @@ impl App {
             settings,
             &ExtraTools::new(),
             &approval_keys,
-            None,
+            (None, None),
             &McpServers::default(),
         )
         .map(drop)
@@ -256,7 +263,7 @@ fn assemble(
     settings: &Settings,
     extra_tools: &ExtraTools,
     approval_keys: &[String],
-    threads: Option<Arc<Threads>>,
+    (threads, runs): (Option<Arc<Threads>>, Option<Arc<http::Resumable>>),
     mcp: &McpServers,
 ) -> Result<Assembled, AppError> {
     settings.validate()?;
@@ -308,7 +315,7 @@ fn assemble(
         readiness: Arc::new(readiness(settings, mcp)),
         discovery,
         threads,
-        runs: http::Resumable::from_settings(settings),
+        runs,
     };
     let router = http::router(state, settings)?;
     Ok(Assembled {

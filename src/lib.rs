@@ -28,8 +28,9 @@
 //! text         the id and truncation helpers every module shares (a leaf)
 //! threads      threads the server remembers: the store (memory, Redis), run leases, the
 //!              record of a run, the check of a client's history against it
-//! runs         the per-process log of each run's SSE frames: replay after a cursor, follow
-//!              live, stop (uses `settings` only)
+//! runs         the log of each run's SSE frames: replay after a cursor, follow live, stop;
+//!              per process, and shared by replicas on Redis (Streams, the owner's lease,
+//!              `run_lost`, stop over pub/sub) (uses `settings` only)
 //! ```
 //! The command line (`src/cli/`: clap types, `check-config`, `healthcheck`, and the terminal
 //! client `agui-host chat`) belongs to the binary alone; the library does not compile it.

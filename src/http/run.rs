@@ -87,7 +87,7 @@ async fn run_agent(
     // After validation, so a malformed request is told so even when the server is full.
     let permit = state.limits.try_acquire()?;
     let mut request = RunRequest::from(input);
-    let log = super::runs::open(&state, agent_name, scope.as_deref(), &request.run_id)?;
+    let log = super::runs::open(&state, agent_name, scope.as_deref(), &request.run_id).await?;
     let prepared = threads::prepare(&state, agent_name, scope, &mut request).await?;
     let span = genai::run_span(agent_name, &request.thread_id, &request.run_id);
     // Before the span is first entered: a started span keeps the trace it began in.

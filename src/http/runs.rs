@@ -5,7 +5,10 @@
 //! "no run outlives its response" gives way: the driver task, not the response body, owns the
 //! upstream request, and the run's stop token (`POST /<agent>/runs/<runId>/stop`, or no reader
 //! for `runs.reconnect_grace_secs`) ends it with the `cancelled` outcome. Without a thread
-//! store nothing is logged and the run stays in its response body (see `run`).
+//! store nothing is logged and the run stays in its response body (see `run`). With the Redis
+//! store the run's log is shared too (`crate::runs::redis`): a reconnect or a stop may reach any
+//! replica, which reads the shared log or asks the owner to stop; this module picks the log,
+//! and [`Reader`] hides which one it is from the response body.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -23,9 +26,16 @@ use tracing::Instrument;
 use super::auth::Principal;
 use super::run::{sse_response, Pump};
 use super::{threads, ApiError, AppState};
-use crate::protocol::KEEP_ALIVE_FRAME;
-use crate::runs::{parse_cursor, Follower, LogLimits, Next, OpenError, ReadError, RunLog, RunLogs};
+use crate::protocol::{write_frame, Event, EventBody, RunError, KEEP_ALIVE_FRAME};
+use crate::runs::redis::{
+    Presence, RunKeys, SharedError, SharedLimits, SharedRun, SharedRuns, SharedWriter,
+};
+use crate::runs::{parse_cursor, LogLimits, Next, OpenError, ReadError, Reader, RunLog, RunLogs};
 use crate::settings::{OnDisconnect, Settings, ThreadStoreKind};
+use crate::threads::StoreError;
+
+/// How often a run with no reader here asks whether a reader elsewhere is still attached.
+const PRESENCE_POLL: Duration = Duration::from_secs(1);
 
 /// The run log and what a disconnect does, shared by every handler.
 #[derive(Debug)]
@@ -33,56 +43,150 @@ pub struct Resumable {
     logs: RunLogs,
     /// How long a run goes on with no reader: zero for `cancel`.
     grace: Duration,
+    /// The log shared by replicas, with `threads.store = "redis"`.
+    shared: Option<SharedRuns>,
 }
 
 impl Resumable {
     /// `None` when runs are not logged (`threads.store = "off"`).
-    pub fn from_settings(settings: &Settings) -> Option<Arc<Self>> {
-        if settings.threads.store == ThreadStoreKind::Off {
-            return None;
-        }
+    ///
+    /// # Errors
+    /// With the Redis store: Redis cannot be reached or its URL is malformed.
+    pub async fn from_settings(settings: &Settings) -> Result<Option<Arc<Self>>, StoreError> {
         let grace = match settings.runs.on_disconnect {
             OnDisconnect::Cancel => Duration::ZERO,
             OnDisconnect::Continue | OnDisconnect::Auto => {
                 Duration::from_secs(settings.runs.reconnect_grace_secs)
             }
         };
-        Some(Arc::new(Resumable {
+        let shared = match settings.threads.store {
+            ThreadStoreKind::Off => return Ok(None),
+            ThreadStoreKind::Memory => None,
+            ThreadStoreKind::Redis => Some(shared_runs(settings).await?),
+        };
+        Ok(Some(Arc::new(Resumable {
             logs: RunLogs::new(LogLimits::from_settings(&settings.runs)),
             grace,
-        }))
+            shared,
+        })))
     }
 }
 
-/// Opens the log of a new run, if runs are logged and the request has a scope.
-pub(super) fn open(
+/// The shared log on a connection of its own: a busy run log never queues behind threads.
+async fn shared_runs(settings: &Settings) -> Result<SharedRuns, StoreError> {
+    let threads = &settings.threads;
+    let reply_timeout = Duration::from_millis(threads.redis_timeout_ms.max(1));
+    let connection = crate::threads::redis::connect(&threads.redis_url, reply_timeout).await?;
+    let client = redis::Client::open(threads.redis_url.as_str())
+        .map_err(|error| StoreError::Backend(error.to_string()))?;
+    let limits = SharedLimits {
+        lease_ttl: Duration::from_secs(settings.runs.lease_ttl_secs.max(1)),
+        log_ttl: Duration::from_secs(settings.runs.log_ttl_secs),
+        max_run_events: settings.runs.log_max_run_events,
+        reply_timeout,
+    };
+    SharedRuns::start(connection, client, limits, Arc::new(lost_frame))
+        .await
+        .map_err(|error| StoreError::Backend(error.to_string()))
+}
+
+/// The `RUN_ERROR` `run_lost` frame a reader appends when a run's owner is gone.
+fn lost_frame(run_id: &str, seq: u64) -> Bytes {
+    let event = Event {
+        body: EventBody::RunError(RunError {
+            message: "The server running this run stopped; the run is lost. Please retry.".into(),
+            code: Some("run_lost".into()),
+            usage: None,
+        }),
+        timestamp: Some(crate::threads::now_millis()),
+        raw_event: None,
+        metadata: None,
+    };
+    let mut out = format!("id: {run_id}:{seq}\n").into_bytes();
+    if let Err(error) = write_frame(&event, &mut out) {
+        tracing::error!(%error, "could not encode RUN_ERROR run_lost");
+    }
+    Bytes::from(out)
+}
+
+/// A new run's logs: this process's, and the shared one with Redis.
+pub(super) struct LoggedRun {
+    log: Arc<RunLog>,
+    shared: Option<SharedWriter>,
+}
+
+impl LoggedRun {
+    /// The token that stops the run.
+    pub(super) fn stop_token(&self) -> tokio_util::sync::CancellationToken {
+        self.log.stop_token()
+    }
+}
+
+/// Opens the log of a new run, if runs are logged and the request has a scope. With Redis the
+/// run id is claimed there first, so a run id live on another replica is refused too.
+pub(super) async fn open(
     state: &AppState,
     agent: &str,
     scope: Option<&str>,
     run_id: &str,
-) -> Result<Option<Arc<RunLog>>, ApiError> {
+) -> Result<Option<LoggedRun>, ApiError> {
     let (Some(resumable), Some(scope)) = (state.runs.as_deref(), scope) else {
         return Ok(None);
     };
-    match resumable.logs.open(run_id, agent, scope) {
-        Ok(log) => Ok(Some(log)),
-        Err(OpenError::InProgress) => Err(ApiError::new(
-            StatusCode::CONFLICT,
-            "run_in_progress",
-            "a run with this runId is still streaming; reconnect to it with \
-             GET /<agent>/runs/<runId>/events, or use a new runId",
-        )),
+    let stop = tokio_util::sync::CancellationToken::new();
+    let shared = match &resumable.shared {
+        Some(shared) => {
+            let keys = RunKeys::new(run_id, agent, scope);
+            Some(
+                shared
+                    .claim(keys, stop.clone())
+                    .await
+                    .map_err(shared_error)?,
+            )
+        }
+        None => None,
+    };
+    match resumable.logs.open_with_stop(run_id, agent, scope, stop) {
+        Ok(log) => Ok(Some(LoggedRun { log, shared })),
+        Err(OpenError::InProgress) => Err(in_progress()),
+    }
+}
+
+fn in_progress() -> ApiError {
+    ApiError::new(
+        StatusCode::CONFLICT,
+        "run_in_progress",
+        "a run with this runId is still streaming; reconnect to it with \
+         GET /<agent>/runs/<runId>/events, or use a new runId",
+    )
+}
+
+fn shared_error(error: SharedError) -> ApiError {
+    match error {
+        SharedError::InProgress => in_progress(),
+        SharedError::Read(error) => read_error(error),
+        SharedError::Backend(message) => {
+            tracing::error!(error = %message, "the run log in Redis is unavailable");
+            // The thread store's answer: one Redis, one way of saying it is not answering.
+            ApiError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "thread_store_unavailable",
+                "the store is not answering; please retry",
+            )
+            .with_retry_after(1)
+        }
     }
 }
 
 /// Starts the task that drives a logged run and answers with the first reader of its log.
-pub(super) fn drive(state: &AppState, log: Arc<RunLog>, pump: Pump, span: tracing::Span) -> Body {
+pub(super) fn drive(state: &AppState, run: LoggedRun, pump: Pump, span: tracing::Span) -> Body {
     let grace = state.runs.as_deref().map_or(Duration::ZERO, |r| r.grace);
+    let LoggedRun { log, shared } = run;
     // Attached before the driver starts, so the run never looks abandoned at its start.
     let first_reader = log.follow(0);
-    tokio::spawn(drive_run(log, pump, grace).instrument(span));
+    tokio::spawn(drive_run(log, pump, grace, shared).instrument(span));
     match first_reader {
-        Ok(follower) => reader_body(follower, state.keep_alive),
+        Ok(follower) => reader_body(Reader::Local(follower), state.keep_alive),
         // A new log starts at 0; should that ever change, fail the connection, not the run.
         Err(_) => Body::from_stream(stream::once(async {
             Err::<Bytes, _>(std::io::Error::other("run log unavailable"))
@@ -90,33 +194,55 @@ pub(super) fn drive(state: &AppState, log: Arc<RunLog>, pump: Pump, span: tracin
     }
 }
 
-/// Steps the pump until the run's terminal event, appending each batch to the log, while a
-/// watchdog stops the run once it has had no reader for `grace`.
-async fn drive_run(log: Arc<RunLog>, mut pump: Pump, grace: Duration) {
+/// Steps the pump until the run's terminal event, appending each batch to the log (and handing
+/// it to the shared log's appender), while a watchdog stops the run once it has had no reader,
+/// here or on another replica, for `grace`.
+async fn drive_run(
+    log: Arc<RunLog>,
+    mut pump: Pump,
+    grace: Duration,
+    shared: Option<SharedWriter>,
+) {
     let _broken = BreakOffOnDrop(Arc::clone(&log));
-    let watchdog = tokio::spawn({
-        let log = Arc::clone(&log);
-        async move {
-            log.abandoned(grace).await;
-            tracing::info!(
-                grace_secs = grace.as_secs_f64(),
-                "no reader attached; stopping the run"
-            );
-            log.stop_token().cancel();
-        }
-    });
+    let presence = shared.as_ref().map(SharedWriter::presence);
+    let watchdog = tokio::spawn(stop_when_abandoned(Arc::clone(&log), grace, presence));
     while let Some((Ok(batch), next)) = pump.step().await {
         pump = next;
         if batch.as_ref() == KEEP_ALIVE_FRAME {
             continue;
         }
         let over = pump.is_over();
-        log.append(batch, over);
+        log.append(batch.clone(), over);
+        // A batch with no frame (token usage alone) is not worth a round trip to Redis.
+        if let Some(shared) = shared.as_ref().filter(|_| over || !batch.is_empty()) {
+            shared.append(batch, over).await;
+        }
         if over {
             break;
         }
     }
     watchdog.abort();
+}
+
+/// Stops the run once it has had no reader for `grace`: none attached here, and none on
+/// another replica (whose readers keep a presence key fresh in Redis).
+async fn stop_when_abandoned(log: Arc<RunLog>, grace: Duration, presence: Option<Presence>) {
+    loop {
+        log.abandoned(grace).await;
+        let Some(presence) = &presence else { break };
+        if !presence.attached().await {
+            break;
+        }
+        // Read elsewhere: once that reader leaves, the grace period starts again.
+        while presence.attached().await {
+            tokio::time::sleep(PRESENCE_POLL).await;
+        }
+    }
+    tracing::info!(
+        grace_secs = grace.as_secs_f64(),
+        "no reader attached; stopping the run"
+    );
+    log.stop_token().cancel();
 }
 
 /// Ends the log without a terminal event if the driver is dropped before the run ended (the
@@ -132,8 +258,8 @@ impl Drop for BreakOffOnDrop {
 /// An SSE body that reads the log: frames as they come, keep-alives while idle. A log that
 /// breaks off, or a reader left behind by the log's bounds, fails the connection rather than
 /// ending it cleanly without a terminal event; the client reconnects and is told why.
-fn reader_body(follower: Follower, keep_alive: Duration) -> Body {
-    let chunks = stream::unfold(follower, move |mut follower| async move {
+fn reader_body(reader: Reader, keep_alive: Duration) -> Body {
+    let chunks = stream::unfold(reader, move |mut follower| async move {
         let chunk = match follower.next(keep_alive).await? {
             Next::Frames { bytes, .. } => Ok(bytes),
             Next::Idle => Ok(Bytes::from_static(KEEP_ALIVE_FRAME)),
@@ -141,6 +267,7 @@ fn reader_body(follower: Follower, keep_alive: Duration) -> Body {
                 "the run ended without a terminal event",
             )),
             Next::Expired => Err(std::io::Error::other("the reader fell behind the run log")),
+            Next::Unavailable => Err(std::io::Error::other("the run log is unavailable")),
         };
         Some((chunk, follower))
     });
@@ -162,7 +289,7 @@ pub(super) async fn run_events(
     headers: HeaderMap,
     principal: Option<Extension<Principal>>,
 ) -> Result<Response, ApiError> {
-    let log = find(&state, &agent, &run_id, &headers, principal.as_ref())?;
+    let found = find(&state, &agent, &run_id, &headers, principal.as_ref()).await?;
     let last_event_id = match headers.get("last-event-id") {
         Some(value) => Some(value.to_str().map_err(|_| invalid_cursor())?.to_owned()),
         None => query.last_event_id,
@@ -171,7 +298,17 @@ pub(super) async fn run_events(
         None | Some("") => 0,
         Some(id) => parse_cursor(&run_id, id).ok_or_else(invalid_cursor)?,
     };
-    let follower = log.follow(cursor).map_err(|error| match error {
+    let reader = match found {
+        Found::Local(log) => Reader::Local(log.follow(cursor).map_err(read_error)?),
+        Found::Shared(shared, run) => Reader::Shared(Box::new(
+            shared.follow(run, cursor).await.map_err(shared_error)?,
+        )),
+    };
+    Ok(sse_response(reader_body(reader, state.keep_alive)))
+}
+
+fn read_error(error: ReadError) -> ApiError {
+    match error {
         ReadError::CursorExpired => ApiError::new(
             StatusCode::GONE,
             "cursor_expired",
@@ -182,8 +319,7 @@ pub(super) async fn run_events(
             "invalid_last_event_id",
             "Last-Event-ID names an event this run has not produced",
         ),
-    })?;
-    Ok(sse_response(reader_body(follower, state.keep_alive)))
+    }
 }
 
 /// `POST /{agent}/runs/{run_id}/stop`: ends a live run with the `cancelled` outcome; a run
@@ -194,25 +330,39 @@ pub(super) async fn stop_run(
     headers: HeaderMap,
     principal: Option<Extension<Principal>>,
 ) -> Result<Response, ApiError> {
-    let log = find(&state, &agent, &run_id, &headers, principal.as_ref())?;
-    if log.is_ended() {
+    let found = find(&state, &agent, &run_id, &headers, principal.as_ref()).await?;
+    let ended = match &found {
+        Found::Local(log) => log.is_ended(),
+        Found::Shared(_, run) => run.is_ended(),
+    };
+    if ended {
         let body = json!({"runId": run_id, "status": "ended"});
         return Ok((StatusCode::OK, Json(body)).into_response());
     }
-    log.stop_token().cancel();
+    match found {
+        Found::Local(log) => log.stop_token().cancel(),
+        Found::Shared(shared, run) => shared.request_stop(&run).await.map_err(shared_error)?,
+    }
     let body = json!({"runId": run_id, "status": "stopping"});
     Ok((StatusCode::ACCEPTED, Json(body)).into_response())
 }
 
+/// Where a run's log was found: here, or in Redis (a run another replica owns, or one this
+/// process no longer keeps).
+enum Found {
+    Local(Arc<RunLog>),
+    Shared(SharedRuns, SharedRun),
+}
+
 /// The run, if it is kept and the request's scope may see it; 404 otherwise, alike for a run
 /// that never existed, has expired, or belongs to someone else.
-fn find(
+async fn find(
     state: &AppState,
     agent: &str,
     run_id: &str,
     headers: &HeaderMap,
     principal: Option<&Extension<Principal>>,
-) -> Result<Arc<RunLog>, ApiError> {
+) -> Result<Found, ApiError> {
     let not_found = || {
         ApiError::new(
             StatusCode::NOT_FOUND,
@@ -223,10 +373,15 @@ fn find(
     let resumable = state.runs.as_deref().ok_or_else(not_found)?;
     let threads = state.threads.as_deref().ok_or_else(not_found)?;
     let scope = threads::scope(threads, headers, principal.map(|p| &p.0)).ok_or_else(not_found)?;
-    resumable
-        .logs
-        .get(run_id, agent, &scope)
-        .ok_or_else(not_found)
+    if let Some(log) = resumable.logs.get(run_id, agent, &scope) {
+        return Ok(Found::Local(log));
+    }
+    let shared = resumable.shared.as_ref().ok_or_else(not_found)?;
+    let keys = RunKeys::new(run_id, agent, &scope);
+    match shared.find(keys).await.map_err(shared_error)? {
+        Some(run) => Ok(Found::Shared(shared.clone(), run)),
+        None => Err(not_found()),
+    }
 }
 
 fn invalid_cursor() -> ApiError {

@@ -24,6 +24,8 @@ pub enum Next {
     Broken,
     /// The reader fell behind what the log keeps.
     Expired,
+    /// The shared log could not be read (Redis failed).
+    Unavailable,
 }
 
 /// See the module docs. Counts as an attached reader until dropped.

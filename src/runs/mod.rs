@@ -3,9 +3,12 @@
 //! run. The log is bounded (runs, frames and bytes per run, bytes in all) and forgets a run
 //! some minutes after its terminal event; a cursor older than what is kept is an explicit
 //! [`ReadError::CursorExpired`], never a silent restart. Frames are stored as slices of the
-//! batch the pump wrote, so appending copies nothing.
+//! batch the pump wrote, so appending copies nothing. With Redis, `redis` shares each run's log
+//! with every replica; a [`Reader`] reads either log the same way.
 
 mod follow;
+pub mod redis;
+mod redis_follow;
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -16,6 +19,7 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 pub use follow::{Follower, Next};
+pub use redis::{SharedFollower, SharedRuns};
 
 use crate::settings::RunSettings;
 
@@ -70,7 +74,7 @@ pub enum OpenError {
 }
 
 /// Why a log cannot be read from a cursor.
-#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, thiserror::Error, PartialEq, Eq)]
 pub enum ReadError {
     /// The events after the cursor are no longer kept: the client must start a new run.
     #[error("the events after this cursor are no longer kept")]
@@ -91,6 +95,18 @@ impl RunLogs {
     /// Opens the log of a new run, forgetting expired runs and, past the bounds, the oldest.
     /// A finished run with the same id is replaced; a live one is not.
     pub fn open(&self, run_id: &str, agent: &str, scope: &str) -> Result<Arc<RunLog>, OpenError> {
+        self.open_with_stop(run_id, agent, scope, CancellationToken::new())
+    }
+
+    /// [`RunLogs::open`], with the run's stop token made beforehand (the shared log's stop
+    /// requests cancel it too).
+    pub fn open_with_stop(
+        &self,
+        run_id: &str,
+        agent: &str,
+        scope: &str,
+        stop: CancellationToken,
+    ) -> Result<Arc<RunLog>, OpenError> {
         let mut index = lock(&self.runs);
         self.sweep(&mut index);
         if let Some(existing) = index.runs.get(run_id) {
@@ -99,7 +115,7 @@ impl RunLogs {
             }
             index.order.retain(|id| id != run_id);
         }
-        let log = Arc::new(RunLog::new(run_id, agent, scope, self.limits));
+        let log = Arc::new(RunLog::new(run_id, agent, scope, self.limits, stop));
         index.runs.insert(run_id.to_owned(), Arc::clone(&log));
         index.order.push_back(run_id.to_owned());
         Ok(log)
@@ -185,7 +201,13 @@ struct Frames {
 }
 
 impl RunLog {
-    fn new(run_id: &str, agent: &str, scope: &str, limits: LogLimits) -> Self {
+    fn new(
+        run_id: &str,
+        agent: &str,
+        scope: &str,
+        limits: LogLimits,
+        stop: CancellationToken,
+    ) -> Self {
         RunLog {
             run_id: run_id.to_owned(),
             agent: agent.to_owned(),
@@ -197,7 +219,7 @@ impl RunLog {
             }),
             head: watch::channel(0).0,
             readers: watch::channel(0).0,
-            stop: CancellationToken::new(),
+            stop,
         }
     }
 
@@ -345,6 +367,25 @@ fn split_frames(batch: Bytes) -> impl Iterator<Item = Bytes> {
         start = end;
         Some(frame)
     })
+}
+
+/// A reader of a run: of this process's log, or of the shared log of a run another replica
+/// owns. Both give the same frames for the same cursor.
+#[derive(Debug)]
+pub enum Reader {
+    Local(Follower),
+    /// Boxed: it carries its own Redis connection, many times a local follower's size.
+    Shared(Box<SharedFollower>),
+}
+
+impl Reader {
+    /// The next frames, waiting up to `idle` for them; `None` once the log has ended.
+    pub async fn next(&mut self, idle: Duration) -> Option<Next> {
+        match self {
+            Reader::Local(follower) => follower.next(idle).await,
+            Reader::Shared(follower) => follower.next(idle).await,
+        }
+    }
 }
 
 /// The seq of `Last-Event-ID` `<runId>:<seq>` for `run_id`; `None` when it is not that shape.

@@ -1,5 +1,6 @@
-//! `[runs]`: what happens to a run whose client disconnects, and the bounds of the per-process
-//! log that lets a client reconnect to a run (see `crate::runs`).
+//! `[runs]`: what happens to a run whose client disconnects, the bounds of the per-process log
+//! that lets a client reconnect to a run, and, with Redis, the owner's lease on the shared log
+//! (see `crate::runs`).
 
 use serde::Deserialize;
 
@@ -34,6 +35,9 @@ pub struct RunSettings {
     pub log_max_run_bytes: usize,
     /// Most bytes kept for all runs.
     pub log_max_bytes: usize,
+    /// With `threads.store = "redis"`: seconds a run's owner may go silent (its lease, renewed
+    /// every third of it) before readers on other replicas end the run with `run_lost`.
+    pub lease_ttl_secs: u64,
 }
 
 impl Default for RunSettings {
@@ -46,6 +50,7 @@ impl Default for RunSettings {
             log_max_run_events: 100_000,
             log_max_run_bytes: 16 * 1024 * 1024,
             log_max_bytes: 256 * 1024 * 1024,
+            lease_ttl_secs: 10,
         }
     }
 }

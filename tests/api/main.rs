@@ -38,6 +38,7 @@ mod probes;
 mod protocol_versions;
 mod request_boundary;
 mod resumable;
+mod resumable_redis;
 mod server_tools;
 mod shared_state;
 mod shutdown;

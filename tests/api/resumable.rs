@@ -17,16 +17,16 @@ use crate::helpers::*;
 use crate::verify::{assert_0x_compatible, assert_well_formed};
 
 /// One frame as the client saw it: its `id:` and its event.
-type Frame = (String, Value);
+pub(crate) type Frame = (String, Value);
 
 /// Reads a stream frame by frame, keeping each frame's id.
-struct FrameReader {
+pub(crate) struct FrameReader {
     response: reqwest::Response,
     buffer: String,
 }
 
 impl FrameReader {
-    fn new(response: reqwest::Response) -> Self {
+    pub(crate) fn new(response: reqwest::Response) -> Self {
         assert_eq!(response.status(), 200);
         assert_eq!(content_type(&response), "text/event-stream");
         FrameReader {
@@ -35,7 +35,7 @@ impl FrameReader {
         }
     }
 
-    async fn next(&mut self) -> Option<Frame> {
+    pub(crate) async fn next(&mut self) -> Option<Frame> {
         loop {
             if let Some(end) = self.buffer.find("\n\n") {
                 let frame: String = self.buffer.drain(..end + 2).collect();
@@ -52,7 +52,7 @@ impl FrameReader {
         }
     }
 
-    async fn rest(mut self) -> Vec<Frame> {
+    pub(crate) async fn rest(mut self) -> Vec<Frame> {
         let mut frames = Vec::new();
         while let Some(frame) = self.next().await {
             frames.push(frame);
@@ -61,14 +61,18 @@ impl FrameReader {
     }
 }
 
-fn run_body(thread_id: &str, run_id: &str, text: &str) -> Value {
+pub(crate) fn run_body(thread_id: &str, run_id: &str, text: &str) -> Value {
     let mut body = input(vec![user(text)]);
     body["threadId"] = json!(thread_id);
     body["runId"] = json!(run_id);
     body
 }
 
-async fn reconnect(app: &TestApp, run_id: &str, last_event_id: Option<&str>) -> reqwest::Response {
+pub(crate) async fn reconnect(
+    app: &TestApp,
+    run_id: &str,
+    last_event_id: Option<&str>,
+) -> reqwest::Response {
     let mut request = app
         .client
         .get(format!("{}/assistant/runs/{run_id}/events", app.address));
@@ -78,13 +82,13 @@ async fn reconnect(app: &TestApp, run_id: &str, last_event_id: Option<&str>) -> 
     request.send().await.unwrap()
 }
 
-fn events(frames: &[Frame]) -> Vec<Value> {
+pub(crate) fn events(frames: &[Frame]) -> Vec<Value> {
     frames.iter().map(|(_, event)| event.clone()).collect()
 }
 
 /// The events without what differs between two runs of one script: timestamps, and generated
 /// ids (replaced by their order of first appearance).
-fn normalized(events: &[Value]) -> Vec<Value> {
+pub(crate) fn normalized(events: &[Value]) -> Vec<Value> {
     let mut ids = HashMap::new();
     events
         .iter()
@@ -110,7 +114,7 @@ fn normalize(value: &Value, key: Option<&str>, ids: &mut HashMap<String, String>
 }
 
 /// Checks a reassembled stream: ids `<runId>:1..n` in order, one terminal event, well formed.
-fn assert_stitched(run_id: &str, frames: &[Frame]) {
+pub(crate) fn assert_stitched(run_id: &str, frames: &[Frame]) {
     let expected: Vec<String> = (1..=frames.len())
         .map(|n| format!("{run_id}:{n}"))
         .collect();
@@ -124,26 +128,30 @@ fn assert_stitched(run_id: &str, frames: &[Frame]) {
     assert_well_formed(&events(frames));
 }
 
-/// Runs `script` once uninterrupted and once cut: the first connection is dropped after the
-/// event `cut` picks, a reconnect reads one more event and is dropped too, and a last one reads
-/// to the end. The reassembled stream must equal the uninterrupted one.
-async fn cut_and_resume(
-    app: &TestApp,
+/// Runs `script` once uninterrupted and once cut, both on `start`: the first connection is
+/// dropped after the event `cut` picks, a reconnect to `resume` reads one more event and is
+/// dropped too, and a last one (to `resume` again) reads to the end. The reassembled stream must
+/// equal the uninterrupted one. `start` and `resume` are one app for one process's log, two
+/// replicas sharing a log otherwise.
+pub(crate) async fn cut_and_resume(
+    start: &TestApp,
+    resume: &TestApp,
     script: impl Fn(&TestApp),
     mut cut: impl FnMut(&Value) -> bool,
 ) {
-    script(app);
+    script(start);
     let whole = FrameReader::new(
-        app.post_run("/", &run_body("t-whole", "r-whole", "Go"))
+        start
+            .post_run("/", &run_body("t-whole", "r-whole", "Go"))
             .await,
     )
     .rest()
     .await;
     assert_stitched("r-whole", &whole);
 
-    script(app);
+    script(start);
     let run_id = "r-cut";
-    let mut first = FrameReader::new(app.post_run("/", &run_body("t-cut", run_id, "Go")).await);
+    let mut first = FrameReader::new(start.post_run("/", &run_body("t-cut", run_id, "Go")).await);
     let mut stitched = Vec::new();
     loop {
         let frame = first
@@ -158,18 +166,18 @@ async fn cut_and_resume(
     }
     drop(first);
     let last_id = stitched.last().unwrap().0.clone();
-    let mut second = FrameReader::new(reconnect(app, run_id, Some(&last_id)).await);
+    let mut second = FrameReader::new(reconnect(resume, run_id, Some(&last_id)).await);
     if let Some(frame) = second.next().await {
         stitched.push(frame);
     }
     drop(second);
     let last_id = stitched.last().unwrap().0.clone();
     // The query parameter, for clients that cannot set the header.
-    let third = app
+    let third = resume
         .client
         .get(format!(
             "{}/assistant/runs/{run_id}/events?last_event_id={last_id}",
-            app.address
+            resume.address
         ))
         .send()
         .await
@@ -178,14 +186,16 @@ async fn cut_and_resume(
 
     assert_stitched(run_id, &stitched);
     assert_eq!(normalized(&events(&stitched)), normalized(&events(&whole)));
-    // And byte for byte the run's own log, read from the start after it ended.
-    let replay = FrameReader::new(reconnect(app, run_id, None).await)
-        .rest()
-        .await;
-    assert_eq!(replay, stitched);
+    // And byte for byte the run's own log, read from the start after it ended, from either.
+    for app in [start, resume] {
+        let replay = FrameReader::new(reconnect(app, run_id, None).await)
+            .rest()
+            .await;
+        assert_eq!(replay, stitched);
+    }
 }
 
-fn slow_text(app: &TestApp) {
+pub(crate) fn slow_text(app: &TestApp) {
     let words: Vec<String> = (0..12).map(|i| format!("w{i} ")).collect();
     let words: Vec<&str> = words.iter().map(String::as_str).collect();
     app.fake.push(Reply::SlowSse(
@@ -198,16 +208,16 @@ fn slow_text(app: &TestApp) {
 async fn a_run_cut_mid_text_and_resumed_equals_the_uninterrupted_run() {
     let app = spawn_app(|_| {}).await;
     let mut contents = 0;
-    cut_and_resume(&app, slow_text, |event| {
+    cut_and_resume(&app, &app, slow_text, |event| {
         contents += usize::from(event["type"] == "TEXT_MESSAGE_CONTENT");
         contents == 3
     })
     .await;
 }
 
-const RECIPE: &str = r#"{"recipe": {"title": "Lettuce wraps", "ingredients": [{"name": "chicken", "amount": "2"}, {"name": "lettuce", "amount": "8 leaves"}], "instructions": ["Slice.", "Sear.", "Wrap."]}}"#;
+pub(crate) const RECIPE: &str = r#"{"recipe": {"title": "Lettuce wraps", "ingredients": [{"name": "chicken", "amount": "2"}, {"name": "lettuce", "amount": "8 leaves"}], "instructions": ["Slice.", "Sear.", "Wrap."]}}"#;
 
-fn predict_recipe(settings: &mut Settings) {
+pub(crate) fn predict_recipe(settings: &mut Settings) {
     let agent = settings.agents.get_mut("assistant").unwrap();
     agent.predict_state.insert(
         "recipe".into(),
@@ -227,6 +237,7 @@ async fn a_run_cut_inside_a_predictive_tool_call_and_resumed_equals_the_uninterr
     let mut deltas = 0;
     cut_and_resume(
         &app,
+        &app,
         |app| {
             app.fake
                 .push_call_then_text(("call_r", "update_recipe", RECIPE), "Saved.")
@@ -244,6 +255,7 @@ async fn a_run_cut_just_before_its_interrupt_and_resumed_equals_the_uninterrupte
     let service = ToolService::start().await;
     let app = spawn_app(|s| with_tools(s, vec![transfer_tool(&service, false)])).await;
     cut_and_resume(
+        &app,
         &app,
         |app| {
             app.fake.push(Reply::Sse(chunks::tool_calls(
@@ -359,7 +371,7 @@ async fn stop_ends_a_0x_run_with_run_error_cancelled() {
     assert!(app.fake.wait_for_disconnect(Duration::from_secs(1)).await);
 }
 
-async fn assert_error(response: reqwest::Response, status: u16, code: &str) {
+pub(crate) async fn assert_error(response: reqwest::Response, status: u16, code: &str) {
     assert_eq!(response.status(), status);
     assert_eq!(error_body(response).await["error"]["code"], code);
 }

@@ -109,9 +109,10 @@ export function withFakeUpstreamAndServer() {
  *   upstream:   base URL of the fake OpenAI server; omit for the offline model (then no
  *               OPENAI_* variable at all is passed)
  *   configFile: APP_CONFIG_FILE, or null for the embedded defaults
+ *   extraEnv:   more variables for the server (e.g. APP_THREADS__STORE)
  * Returns { url, port, log(), stop() }.
  */
-export async function startServer({ upstream, configFile = AGENTS_TOML } = {}) {
+export async function startServer({ upstream, configFile = AGENTS_TOML, extraEnv = {} } = {}) {
   const bin = serverBinary();
   if (!fs.existsSync(bin)) {
     throw new Error(`server binary ${bin} not found: run scripts/e2e.sh, or cargo build, or set AGUI_HOST_BIN`);
@@ -128,6 +129,7 @@ export async function startServer({ upstream, configFile = AGENTS_TOML } = {}) {
     env.OPENAI_API_KEY = "test";
   }
   if (configFile) env.APP_CONFIG_FILE = configFile;
+  Object.assign(env, extraEnv);
 
   let lastError;
   for (let attempt = 0; attempt < 3; attempt++) {
@@ -320,4 +322,43 @@ export function newAgent(client, url, { prompt, state } = {}) {
   });
   if (prompt !== undefined) agent.addMessage(userMessage(prompt));
   return agent;
+}
+
+/**
+ * Starts a real `redis-server` (REDIS_SERVER_BIN, or the one on PATH) on a free loopback port
+ * with no persistence, and waits until it accepts connections. Returns { url, stop() }.
+ */
+export async function startRedis() {
+  const bin = process.env.REDIS_SERVER_BIN || "redis-server";
+  for (let attempt = 0; attempt < 3; attempt++) {
+    const port = await freePort();
+    const child = spawn(bin, ["--port", String(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"], {
+      stdio: "ignore",
+    });
+    running.add(child);
+    const exit = new Promise((resolve) => child.once("exit", () => resolve(running.delete(child))));
+    const deadline = Date.now() + 5_000;
+    while (Date.now() < deadline) {
+      const up = await new Promise((resolve) => {
+        const socket = net.connect(port, "127.0.0.1", () => {
+          socket.end();
+          resolve(true);
+        });
+        socket.once("error", () => resolve(false));
+      });
+      if (up) {
+        return {
+          url: `redis://127.0.0.1:${port}`,
+          async stop() {
+            child.kill("SIGKILL");
+            await exit;
+          },
+        };
+      }
+      await sleep(50);
+    }
+    child.kill("SIGKILL");
+    await exit;
+  }
+  throw new Error(`${bin} did not start on a free port`);
 }

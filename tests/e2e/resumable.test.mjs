@@ -5,14 +5,16 @@
 // the server's stream after a few frames, reconnects with GET /<agent>/runs/<runId>/events and
 // `Last-Event-ID: <the last id it passed on>`, and pipes the rest to the client as if nothing
 // had happened. The client must accept the stitched stream (its verifier, its reducer) and end
-// with the same conversation as a client that read the run uninterrupted.
+// with the same conversation as a client that read the run uninterrupted. With the Redis store,
+// the proxy reconnects to a second server process sharing the Redis: the stitched stream comes
+// from two replicas.
 
 import http from "node:http";
-import { test, after } from "node:test";
+import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 
 import { textTurn } from "./fake-openai.mjs";
-import { CLIENTS, newAgent, run, types, withFakeUpstreamAndServer } from "./harness.mjs";
+import { CLIENTS, newAgent, run, startRedis, startServer, types, withFakeUpstreamAndServer } from "./harness.mjs";
 
 const TIMEOUT = 30_000;
 const env = withFakeUpstreamAndServer();
@@ -20,8 +22,11 @@ const env = withFakeUpstreamAndServer();
 /** Frames the proxy lets through before it cuts the first connection. */
 const FRAMES_BEFORE_CUT = 4;
 
-/** Starts the cutting proxy in front of `serverUrl`; resolves to { url, reconnects, close }. */
-async function startCuttingProxy(serverUrl) {
+/**
+ * Starts the cutting proxy: runs go to `serverUrl`, reconnects to `resumeUrl` (the same server
+ * by default). Resolves to { url, reconnects, close }.
+ */
+async function startCuttingProxy(serverUrl, resumeUrl = serverUrl) {
   const state = { reconnects: [] };
   const proxy = http.createServer(async (req, res) => {
     const chunks = [];
@@ -61,7 +66,7 @@ async function startCuttingProxy(serverUrl) {
     // The cut: whatever else the first connection carries is dropped unread.
     first.abort();
     state.reconnects.push(lastId);
-    const rest = await fetch(`${serverUrl}${agentPath}/runs/${encodeURIComponent(runId)}/events`, {
+    const rest = await fetch(`${resumeUrl}${agentPath}/runs/${encodeURIComponent(runId)}/events`, {
       headers: { "last-event-id": lastId },
     });
     assert.equal(rest.status, 200);
@@ -98,6 +103,47 @@ for (const client of CLIENTS) {
     assert.equal(proxy.reconnects.length > 0, true, "the proxy cut and reconnected");
     assert.match(proxy.reconnects.at(-1), /:\d+$/);
     assert.deepEqual(types(stitched.events), types(direct.events), env.serverLog());
+    const answer = resumed.messages.at(-1);
+    assert.equal(answer.role, "assistant");
+    assert.equal(answer.content, parts.join(""));
+    assert.equal(answer.content, whole.messages.at(-1).content);
+  });
+}
+
+// Two replicas on one Redis: A runs the run, B serves the reconnect from the shared log.
+const replicas = {};
+before(async () => {
+  replicas.redis = await startRedis();
+  const extraEnv = { APP_THREADS__STORE: "redis", APP_THREADS__REDIS_URL: replicas.redis.url };
+  const upstream = () => env.fake.baseUrl;
+  replicas.a = await startServer({ upstream: upstream(), extraEnv });
+  replicas.b = await startServer({ upstream: upstream(), extraEnv });
+  replicas.proxy = await startCuttingProxy(replicas.a.url, replicas.b.url);
+});
+after(async () => {
+  await replicas.proxy?.close();
+  await replicas.a?.stop();
+  await replicas.b?.stop();
+  await replicas.redis?.stop();
+});
+
+for (const client of CLIENTS) {
+  test(`[${client.version}] resumable on Redis: a stream cut on replica A and resumed on replica B is accepted whole`, { timeout: TIMEOUT }, async () => {
+    const parts = ["Two ", "replicas ", "told ", "one ", "story ", "with ", "no ", "seam."];
+    const key = `resumable-redis-${client.tag}`;
+    env.fake.script(key, textTurn(...parts));
+    env.fake.script(`${key}-whole`, textTurn(...parts));
+
+    const whole = newAgent(client, `${replicas.a.url}/e2e`, { prompt: `${key}-whole: a story` });
+    const direct = await run(whole);
+
+    const reconnectsBefore = replicas.proxy.reconnects.length;
+    const resumed = newAgent(client, `${replicas.proxy.url}/e2e`, { prompt: `${key}: a story` });
+    const stitched = await run(resumed);
+
+    assert.equal(replicas.proxy.reconnects.length, reconnectsBefore + 1, "the proxy cut and reconnected to B");
+    const log = () => `A:\n${replicas.a.log().slice(-3000)}\nB:\n${replicas.b.log().slice(-3000)}`;
+    assert.deepEqual(types(stitched.events), types(direct.events), log());
     const answer = resumed.messages.at(-1);
     assert.equal(answer.role, "assistant");
     assert.equal(answer.content, parts.join(""));

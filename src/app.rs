@@ -180,9 +180,10 @@ impl App {
     }
 
     /// Serves until `shutdown` completes, then: stops accepting connections (and `/ready`
-    /// answers 503), lets open streams finish for `server.shutdown_grace_secs`, ends the ones
-    /// still open with `RUN_ERROR` code `shutdown`, waits briefly for those last events to be
-    /// written, closes the MCP servers (no child process outlives the service), and returns.
+    /// answers 503), lets open streams (and runs that go on without their client) finish for
+    /// `server.shutdown_grace_secs`, ends the ones still open with `RUN_ERROR` code
+    /// `shutdown`, waits briefly for those last events to be written and their threads saved,
+    /// closes the MCP servers (no child process outlives the service), and returns.
     pub async fn run_until(
         self,
         shutdown: impl Future<Output = ()> + Send + 'static,
@@ -220,9 +221,17 @@ impl App {
                 tracing::debug!(%error, "could not set TCP_NODELAY");
             }
         });
-        let server = axum::serve(listener, self.router)
+        let connections = axum::serve(listener, self.router)
             .with_graceful_shutdown(graceful)
             .into_future();
+        // Done once the connections are closed and the runs driven by their own tasks (and
+        // the saves of threads whose client left) have ended too.
+        let tasks = stages.clone();
+        let server = async move {
+            let result = connections.await;
+            tasks.tasks_ended().await;
+            result
+        };
         tokio::pin!(server);
         tokio::select! {
             result = &mut server => return result,

@@ -11,6 +11,7 @@ use std::time::Duration;
 use axum::http::StatusCode;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
 
 use super::ApiError;
 use crate::settings::LimitSettings;
@@ -55,7 +56,9 @@ impl RunLimits {
     }
 }
 
-/// The two stages of a graceful shutdown, shared by the server and every stream.
+/// The two stages of a graceful shutdown, shared by the server and every stream, and the
+/// tasks that outlive a request (a run driven into its log, a thread saved after a
+/// disconnect), which the server waits for before it exits.
 #[derive(Debug, Clone, Default)]
 pub struct Shutdown {
     /// Cancelled on SIGTERM/SIGINT: `/ready` reports 503 so load balancers stop routing here.
@@ -63,6 +66,7 @@ pub struct Shutdown {
     /// Cancelled when the grace period is over: every open stream ends with `RUN_ERROR`
     /// `shutdown` at once.
     stop: CancellationToken,
+    tasks: TaskTracker,
 }
 
 impl Shutdown {
@@ -87,5 +91,19 @@ impl Shutdown {
     /// What a pump awaits to learn that it must end its stream.
     pub(super) fn stop_token(&self) -> CancellationToken {
         self.stop.clone()
+    }
+
+    /// Where work that outlives its request is spawned, so that shutdown waits for it:
+    /// otherwise a run driven by its own task, or a thread's last save, could be cut off by
+    /// the process exiting after the last connection closed.
+    pub(super) fn tasks(&self) -> TaskTracker {
+        self.tasks.clone()
+    }
+
+    /// Resolves once every task spawned through [`Shutdown::tasks`] has ended (new ones may
+    /// still be spawned, and are waited for too).
+    pub async fn tasks_ended(&self) {
+        self.tasks.close();
+        self.tasks.wait().await;
     }
 }

@@ -18,6 +18,7 @@ use axum::Extension;
 use futures_util::{stream, FutureExt, Stream, StreamExt};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
 use tracing::Instrument;
 
 use super::auth::Principal;
@@ -118,6 +119,7 @@ async fn run_agent(
         keep_alive: state.keep_alive,
         deadline: state.limits.deadline.map(|limit| Instant::now() + limit),
         stop: state.shutdown.stop_token(),
+        tasks: state.shutdown.tasks(),
         guard: Some(state.metrics.run_started(agent_name, permit)),
         started_at: Instant::now(),
         bytes_sent: 0,
@@ -155,6 +157,8 @@ pub(super) struct Pump {
     deadline: Option<Instant>,
     /// Cancelled when the shutdown grace period is over.
     stop: CancellationToken,
+    /// Where a save that outlives the pump runs, so that shutdown waits for it.
+    tasks: TaskTracker,
     /// The run's slot and metrics; dropped (slot freed) when the run ends or the pump drops.
     guard: Option<RunGuard>,
     started_at: Instant,
@@ -447,11 +451,11 @@ impl Drop for Pump {
             );
         }
         // What the client saw is kept (a disconnect does not roll the thread back); the save
-        // cannot be awaited here, so it runs on its own.
+        // cannot be awaited here, so it runs on its own, and shutdown waits for it.
         if let (Some(thread), Ok(runtime)) =
             (self.thread.take(), tokio::runtime::Handle::try_current())
         {
-            runtime.spawn(thread.finish());
+            self.tasks.spawn_on(thread.finish(), &runtime);
         }
     }
 }

@@ -184,7 +184,10 @@ pub(super) fn drive(state: &AppState, run: LoggedRun, pump: Pump, span: tracing:
     let LoggedRun { log, shared } = run;
     // Attached before the driver starts, so the run never looks abandoned at its start.
     let first_reader = log.follow(0);
-    tokio::spawn(drive_run(log, pump, grace, shared).instrument(span));
+    state
+        .shutdown
+        .tasks()
+        .spawn(drive_run(log, pump, grace, shared).instrument(span));
     match first_reader {
         Ok(follower) => reader_body(Reader::Local(follower), state.keep_alive),
         // A new log starts at 0; should that ever change, fail the connection, not the run.

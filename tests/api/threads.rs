@@ -592,6 +592,59 @@ async fn redis_a_restart_keeps_every_thread() {
     }
 }
 
+/// A run whose client left goes on in its own task; shutdown ends it (`RUN_ERROR shutdown`
+/// after the grace period) and waits for its thread to be saved before the server returns, so
+/// a restart finds everything the run streamed.
+#[tokio::test]
+async fn redis_a_run_whose_client_left_is_saved_before_the_server_returns() {
+    let redis = Backend::redis().await;
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let (app, server) = spawn_app_until(
+        |settings| {
+            redis.configure(settings);
+            settings.server.shutdown_grace_secs = 0.3;
+        },
+        async move {
+            let _ = stopped.await;
+        },
+    )
+    .await;
+    let words: Vec<String> = (0..200).map(|i| format!("w{i} ")).collect();
+    let words: Vec<&str> = words.iter().map(String::as_str).collect();
+    app.fake.push(Reply::SlowSse(
+        chunks::text_reply(&words),
+        Duration::from_millis(20),
+    ));
+    let mut body = input(vec![user("A long story, please.")]);
+    body["threadId"] = json!("t-left");
+    let mut reader = EventReader::new(app.post_run("/", &body).await);
+    while reader.next().await.expect("the run streams")["type"] != "TEXT_MESSAGE_CONTENT" {}
+    drop(reader);
+
+    stop.send(()).unwrap();
+    tokio::time::timeout(Duration::from_secs(10), server)
+        .await
+        .expect("the server returns once the run has ended")
+        .unwrap()
+        .unwrap();
+
+    let restarted = redis.app(|_| {}).await;
+    let mut hydrate = run_input("r2", vec![]);
+    hydrate["threadId"] = json!("t-left");
+    let events = restarted.run_events("/", &hydrate).await;
+    assert_hydrate(&events);
+    let messages = snapshot_messages(&events);
+    let told = messages
+        .iter()
+        .find(|m| m["role"] == "assistant")
+        .and_then(|m| m["content"].as_str())
+        .unwrap_or_default();
+    assert!(
+        told.starts_with("w0 w1 "),
+        "the text streamed while the run went on is saved: {messages:?}"
+    );
+}
+
 // ---- The terminal client ---------------------------------------------------------------------
 
 #[tokio::test]

@@ -9,6 +9,7 @@ use futures_util::stream::{self, StreamExt};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
 
 use super::{event_stream, Pump};
 use crate::agent::{AgentError, AgentStream, AgentUpdate};
@@ -23,6 +24,7 @@ fn pump(updates: AgentStream, deadline: Option<Duration>, stop: CancellationToke
         keep_alive: KEEP_ALIVE,
         deadline: deadline.map(|limit| Instant::now() + limit),
         stop,
+        tasks: TaskTracker::new(),
         guard: None,
         started_at: Instant::now(),
         bytes_sent: 0,

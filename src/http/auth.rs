@@ -83,7 +83,7 @@ pub(super) struct Principal(pub(super) String);
 impl Principal {
     fn of(token: &[u8]) -> Principal {
         use sha2::{Digest, Sha256};
-        Principal(crate::threads::hex(&Sha256::digest(token)[..16]))
+        Principal(crate::text::hex(&Sha256::digest(token)[..16]))
     }
 }
 

@@ -15,12 +15,13 @@ use bytes::Bytes;
 use futures_util::StreamExt;
 use redis::aio::{ConnectionManager, MultiplexedConnection};
 use redis::{AsyncConnectionConfig, Script};
-use sha2::{Digest, Sha256};
+
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 pub use super::redis_follow::SharedFollower;
 use super::{lock, split_frames, ReadError};
+use crate::text::key_digest;
 
 /// The channel every replica listens on for stop requests; a message is a run's key digest.
 const STOP_CHANNEL: &str = "agui:runs:stop";
@@ -138,16 +139,7 @@ impl RunKeys {
     /// The keys of `run_id` of `agent` in `scope`: another scope or agent names other keys,
     /// so its run is as unknown as one that never existed.
     pub fn new(run_id: &str, agent: &str, scope: &str) -> RunKeys {
-        let mut hasher = Sha256::new();
-        for part in [scope, agent, run_id] {
-            hasher.update((part.len() as u64).to_be_bytes());
-            hasher.update(part.as_bytes());
-        }
-        let digest: String = hasher
-            .finalize()
-            .iter()
-            .map(|byte| format!("{byte:02x}"))
-            .collect();
+        let digest = key_digest(&[scope, agent, run_id]);
         let key = |suffix: &str| format!("agui:run:{{{digest}}}:{suffix}");
         RunKeys {
             run_id: run_id.to_owned(),

@@ -15,10 +15,10 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::text::key_digest;
 use futures_util::future::BoxFuture;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use sha2::{Digest, Sha256};
 
 use crate::protocol::{Interrupt, Message};
 use crate::settings::{ConcurrentRunPolicy, HistoryPolicy, ThreadSettings, ThreadStoreKind};
@@ -41,12 +41,7 @@ impl ThreadKey {
     /// by moving a separator; what the Redis backend names its keys by (a client's thread id
     /// can be long and hold any byte).
     pub fn digest(&self) -> String {
-        let mut hasher = Sha256::new();
-        for part in [&self.scope, &self.agent, &self.thread_id] {
-            hasher.update((part.len() as u64).to_be_bytes());
-            hasher.update(part.as_bytes());
-        }
-        hex(&hasher.finalize())
+        key_digest(&[&self.scope, &self.agent, &self.thread_id])
     }
 }
 
@@ -170,17 +165,6 @@ impl Threads {
             agent_tools,
         }))
     }
-}
-
-/// Lower-case hex of `bytes`.
-pub(crate) fn hex(bytes: &[u8]) -> String {
-    use std::fmt::Write;
-    bytes
-        .iter()
-        .fold(String::with_capacity(bytes.len() * 2), |mut out, byte| {
-            let _ = write!(out, "{byte:02x}");
-            out
-        })
 }
 
 /// Now, in milliseconds since the Unix epoch (the AG-UI timestamp unit).

@@ -670,3 +670,94 @@ fn cpu_secs(pid: u32) -> f64 {
         .sum();
     ticks as f64 / TICKS_PER_SEC
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn context() -> Context {
+        Context {
+            client: reqwest::Client::new(),
+            urls: vec!["http://127.0.0.1:9".into()],
+            agent: "assistant".into(),
+            expected_text: scripted_text(2),
+            hang_up_after: 1,
+        }
+    }
+
+    /// A whole run of two text deltas, as the server frames it.
+    fn frames(run_id: &str) -> Vec<Frame> {
+        let events = [
+            json!({"type": "RUN_STARTED", "threadId": "t", "runId": run_id}),
+            json!({"type": "TEXT_MESSAGE_START", "messageId": "m", "role": "assistant"}),
+            json!({"type": "TEXT_MESSAGE_CONTENT", "messageId": "m", "delta": "word0 "}),
+            json!({"type": "TEXT_MESSAGE_CONTENT", "messageId": "m", "delta": "word1 "}),
+            json!({"type": "TEXT_MESSAGE_END", "messageId": "m"}),
+            json!({"type": "RUN_FINISHED", "threadId": "t", "runId": run_id}),
+        ];
+        events
+            .into_iter()
+            .enumerate()
+            .map(|(at, event)| Frame {
+                id: Some(format!("{run_id}:{}", at + 1)),
+                event,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_whole_stream_passes_and_a_lost_or_repeated_event_is_counted() {
+        let ctx = context();
+        let whole = frames("r1");
+        let gaps = check_run(&ctx, "r1", &whole).expect("a whole stream");
+        assert_eq!((gaps.lost, gaps.repeated), (0, 0));
+
+        let mut lost = frames("r1");
+        lost.remove(3);
+        let gaps = check_run(&ctx, "r1", &lost).expect("counted, not an error");
+        assert_eq!((gaps.lost, gaps.repeated), (1, 0));
+
+        let mut repeated = frames("r1");
+        let again = Frame {
+            id: repeated[2].id.clone(),
+            event: repeated[2].event.clone(),
+        };
+        repeated.insert(3, again);
+        let gaps = check_run(&ctx, "r1", &repeated).expect("counted, not an error");
+        assert_eq!((gaps.lost, gaps.repeated), (0, 1));
+    }
+
+    #[test]
+    fn another_runs_id_a_missing_terminal_event_or_other_text_fails() {
+        let ctx = context();
+        assert!(
+            check_run(&ctx, "r2", &frames("r1")).is_err(),
+            "another run's ids"
+        );
+        let mut unfinished = frames("r1");
+        unfinished.pop();
+        assert!(
+            check_run(&ctx, "r1", &unfinished).is_err(),
+            "no RUN_FINISHED"
+        );
+        let mut other_text = frames("r1");
+        other_text[3].event["delta"] = json!("word9 ");
+        assert!(
+            check_run(&ctx, "r1", &other_text).is_err(),
+            "not the scripted text"
+        );
+    }
+
+    #[test]
+    fn frames_parse_with_and_without_ids_and_comments_are_skipped() {
+        let frame = parse_frame("id: r:3\ndata: {\"type\":\"RUN_STARTED\"}")
+            .unwrap()
+            .expect("an event");
+        assert_eq!(frame.id.as_deref(), Some("r:3"));
+        assert_eq!(frame.event["type"], "RUN_STARTED");
+        let plain = parse_frame("data: {}").unwrap().expect("an event");
+        assert_eq!(plain.id, None);
+        assert!(parse_frame(": keep-alive").unwrap().is_none());
+        assert!(parse_frame("event: x\ndata: {}").is_err());
+    }
+}

@@ -237,3 +237,62 @@ async fn a_run_the_server_does_not_know_is_reported_not_retried() {
         "the next message still runs:\n{cut}"
     );
 }
+
+/// A server tool's call and result, then the answer, then a second message: the session the
+/// cut and the uncut runs both play.
+async fn tool_session(address: &str, app: &TestApp) -> String {
+    app.fake.push_call_then_text(
+        ("call_w", "get_weather", r#"{"location":"Paris"}"#),
+        "Sunny in Paris.",
+    );
+    app.fake
+        .push(Reply::Sse(chunks::text_reply(&["You're welcome."])));
+    chat(
+        session(format!("{address}/")),
+        "Weather in Paris?\nThanks\n",
+    )
+    .await
+}
+
+#[tokio::test]
+async fn a_cut_at_a_tool_call_its_result_or_the_terminal_event_loses_and_repeats_nothing() {
+    let uncut_app = spawn_app(|_| {}).await;
+    let uncut = tool_session(&uncut_app.address, &uncut_app).await;
+    let uncut_bodies = uncut_app.upstream_bodies();
+    for (marker, extra) in [
+        ("TOOL_CALL_START", 5),
+        ("TOOL_CALL_ARGS", 0),
+        ("TOOL_CALL_RESULT", 20),
+        ("RUN_FINISHED", 3),
+    ] {
+        let app = spawn_app(|_| {}).await;
+        let proxy = cutting_proxy(app.address.clone(), marker, 1, extra).await;
+        let cut = tool_session(&proxy, &app).await;
+
+        assert_eq!(
+            cut.matches("connection lost, resuming from ").count(),
+            1,
+            "cut in {marker}:\n{cut}"
+        );
+        // The notice may follow a prompt on its line (piped input is not echoed).
+        let without_notices: String = cut
+            .lines()
+            .filter(|line| *line != "resumed")
+            .map(|line| match line.find("connection lost, resuming from ") {
+                Some(at) => &line[..at],
+                None => line,
+            })
+            .collect::<Vec<_>>()
+            .join("\n");
+        // Line breaks aside (a notice may end a streamed line early), the same transcript.
+        assert_eq!(
+            without_banner(&without_notices).replace('\n', ""),
+            without_banner(&uncut).replace('\n', ""),
+            "cut in {marker}:\n{cut}"
+        );
+        assert_eq!(cut.matches("[tool] get_weather").count(), 1, "{cut}");
+        assert_eq!(cut.matches("[result] ").count(), 1, "{cut}");
+        // The runs after it carry the same history as without the cut.
+        assert_eq!(app.upstream_bodies(), uncut_bodies, "cut in {marker}");
+    }
+}

@@ -194,7 +194,8 @@ async fn without_event_ids_a_cut_stream_is_reported_and_the_session_goes_on() {
     let cut = chat(session(format!("{proxy}/")), "Tell me a story\nGo on\n").await;
 
     assert!(!cut.contains("resuming"), "no ids, no reconnect:\n{cut}");
-    assert!(cut.contains("[error] the stream broke"), "{cut}");
+    assert_eq!(cut.matches("[error] the stream broke").count(), 1, "{cut}");
+    assert!(!cut.contains("[warning]"), "the error says it all:\n{cut}");
     assert!(
         cut.contains("And then more.\n"),
         "the next message still runs:\n{cut}"
@@ -228,6 +229,7 @@ async fn a_run_the_server_does_not_know_is_reported_not_retried() {
         1,
         "{cut}"
     );
+    assert!(!cut.contains("[warning]"), "the error says it all:\n{cut}");
     assert!(
         cut.contains("[http 404 Not Found]") && cut.contains("run_not_found"),
         "{cut}"

@@ -65,6 +65,7 @@ impl<R: BufRead, W: Write> Session<R, W> {
                 // No ids: the server keeps no log of the run, so nothing can pick it up again.
                 if let Some(how) = broke {
                     self.out.line(&format!("[error] the stream broke: {how}"))?;
+                    summary.end = Some(RunEnd::Failed);
                 }
                 break;
             };
@@ -73,6 +74,7 @@ impl<R: BufRead, W: Write> Session<R, W> {
                 if stalls >= RECONNECT_BACKOFF.len() {
                     self.out
                         .line("[error] the stream keeps breaking at the same event; giving up")?;
+                    summary.end = Some(RunEnd::Failed);
                     break;
                 }
             } else {
@@ -81,7 +83,11 @@ impl<R: BufRead, W: Write> Session<R, W> {
             resumed_from = Some(last_id.clone());
             match self.reconnect(run_id, &last_id).await? {
                 Some(resumed) => connection = resumed,
-                None => break,
+                // Said why already.
+                None => {
+                    summary.end = Some(RunEnd::Failed);
+                    break;
+                }
             }
         }
         self.close_chunks(None)?;

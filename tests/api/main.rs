@@ -19,6 +19,7 @@ mod bad_input;
 mod cancellation;
 mod chat;
 mod chat_client;
+mod chat_reconnect;
 mod cli;
 mod client_tools;
 mod cors;

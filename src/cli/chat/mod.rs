@@ -19,17 +19,24 @@
 //! reference client does), and an HTTP error status is printed and the session goes on.
 
 //!
-//! Files: `session` (the conversation loop, one run's request and stream), `thread` (history
-//! and state as the reference reducer keeps them), `transcript` (what is printed).
+//! A run whose connection drops before its terminal event is picked up again where it broke,
+//! when the server gave its events ids (it logs runs): the client reconnects to the run's
+//! events route with the last id it read, says so on a line of its own, and the text goes on
+//! with nothing missing or repeated.
+//!
+//! Files: `session` (the conversation loop, one run's request), `stream` (reading a run's
+//! stream, reconnecting it), `thread` (history and state as the reference reducer keeps
+//! them), `transcript` (what is printed).
 
 mod session;
+mod stream;
 #[cfg(test)]
 mod tests;
 mod thread;
 mod transcript;
 
 use std::fmt;
-use std::io::{BufRead, Write};
+use std::io::{BufRead, IsTerminal, Write};
 use std::process::ExitCode;
 
 use serde_json::{json, Value};
@@ -45,6 +52,7 @@ pub(crate) async fn chat(args: ChatArgs) -> ExitCode {
         thread_id: args.thread,
         client_tools: args.tools,
         headers: args.headers,
+        styled: std::io::stdout().is_terminal(),
     };
     match run(options, std::io::stdin().lock(), std::io::stdout()).await {
         Ok(()) => ExitCode::SUCCESS,
@@ -66,6 +74,8 @@ pub(crate) struct ChatOptions {
     pub(crate) client_tools: Vec<String>,
     /// Extra request headers, e.g. `("Authorization", "Bearer ...")`.
     pub(crate) headers: Vec<(String, String)>,
+    /// The output is a terminal: asides (connection notices) are dimmed.
+    pub(crate) styled: bool,
 }
 
 /// Header values may be secrets (`Authorization`): Debug shows only their names.
@@ -77,6 +87,7 @@ impl fmt::Debug for ChatOptions {
             .field("thread_id", &self.thread_id)
             .field("client_tools", &self.client_tools)
             .field("headers", &header_names)
+            .field("styled", &self.styled)
             .finish()
     }
 }

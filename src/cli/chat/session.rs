@@ -5,7 +5,6 @@
 use std::io::{BufRead, Write};
 use std::time::Duration;
 
-use agui_host::llm::sse::{SseDecoder, SseEvent, MAX_EVENT_BYTES};
 use agui_host::protocol::{
     EventBody, Interrupt, Message, ReasoningMessageChunk, ResumeEntry, ResumeStatus, RunOutcome,
     TextMessageChunk, ToolCallChunk, ToolCallResult,
@@ -118,6 +117,7 @@ impl<R: BufRead, W: Write> Session<R, W> {
             out: Transcript {
                 out: output,
                 mid_line: false,
+                styled: options.styled,
             },
             http,
             url,
@@ -334,6 +334,7 @@ impl<R: BufRead, W: Write> Session<R, W> {
         resume: Vec<ResumeEntry>,
     ) -> Result<RunSummary, ChatError> {
         let body = self.thread.input(&self.client_tools, resume);
+        let run_id = body.run_id.clone().unwrap_or_default();
         let response = self
             .http
             .post(self.url.clone())
@@ -354,7 +355,7 @@ impl<R: BufRead, W: Write> Session<R, W> {
                 ..RunSummary::default()
             });
         }
-        self.read_stream(response).await
+        self.read_stream(response, &run_id).await
     }
 
     /// An HTTP error before the stream: the status and the server's `{"error": ...}` body.
@@ -372,64 +373,6 @@ impl<R: BufRead, W: Write> Session<R, W> {
             "[http {status}] {}",
             truncate_chars(&detail, 1000)
         ))
-    }
-
-    pub(super) async fn read_stream(
-        &mut self,
-        mut response: reqwest::Response,
-    ) -> Result<RunSummary, ChatError> {
-        let mut summary = RunSummary::default();
-        let mut decoder = SseDecoder::new();
-        let mut events: Vec<SseEvent> = Vec::new();
-        self.chunks = OpenChunks::default();
-        loop {
-            let bytes = match response.chunk().await {
-                Ok(Some(bytes)) => bytes,
-                Ok(None) => {
-                    decoder.finish(&mut events);
-                    self.handle_events(&mut events, &mut summary)?;
-                    break;
-                }
-                Err(error) => {
-                    self.out.line(&format!(
-                        "[error] the stream broke: {}",
-                        error_chain(&error)
-                    ))?;
-                    summary.end.get_or_insert(RunEnd::Failed);
-                    break;
-                }
-            };
-            let fed = decoder.feed(&bytes, &mut events);
-            self.handle_events(&mut events, &mut summary)?;
-            if fed.is_err() {
-                self.out.line(&format!(
-                    "[error] an event is over {} MB; giving up on this stream",
-                    MAX_EVENT_BYTES / (1024 * 1024)
-                ))?;
-                summary.end.get_or_insert(RunEnd::Failed);
-                break;
-            }
-        }
-        self.close_chunks(None)?;
-        self.out.end_line()?;
-        if summary.end.is_none() {
-            self.out
-                .line("[warning] the stream ended without RUN_FINISHED or RUN_ERROR")?;
-            summary.end = Some(RunEnd::Failed);
-        }
-        Ok(summary)
-    }
-
-    /// The data of each decoded SSE event, in order; `events` is left empty for reuse.
-    fn handle_events(
-        &mut self,
-        events: &mut Vec<SseEvent>,
-        summary: &mut RunSummary,
-    ) -> std::io::Result<()> {
-        for event in events.drain(..) {
-            self.handle_data(&event.data, summary)?;
-        }
-        Ok(())
     }
 
     /// One frame's data: an AG-UI event, or a warning when it is not one.

@@ -253,3 +253,58 @@ fn the_input_is_a_1_0_run_with_history_state_and_tools() {
     }))
     .unwrap();
 }
+
+fn ids_after(chunks: &[&str]) -> Option<String> {
+    let mut ids = super::stream::EventIds::default();
+    for chunk in chunks {
+        ids.feed(chunk.as_bytes());
+    }
+    ids.last().map(str::to_owned)
+}
+
+#[test]
+fn the_last_event_id_is_that_of_the_last_whole_event_however_the_bytes_are_split() {
+    let stream = "id: r:1\ndata: {}\n\n: keep-alive\n\nid: r:2\ndata: {}\n\nid: r:3\ndata: {\"half";
+    assert_eq!(ids_after(&[stream]).as_deref(), Some("r:2"));
+    // Byte by byte: the same answer.
+    let bytes: Vec<String> = stream.chars().map(String::from).collect();
+    let split: Vec<&str> = bytes.iter().map(String::as_str).collect();
+    assert_eq!(ids_after(&split).as_deref(), Some("r:2"));
+    // CRLF and lone CR line ends, a CRLF split between chunks.
+    assert_eq!(
+        ids_after(&["id: r:1\r", "\ndata: {}\r\n\r", "\nid:r:2\rdata: {}\r\r"]).as_deref(),
+        Some("r:2")
+    );
+    // No ids: nothing to resume from.
+    assert_eq!(ids_after(&["data: {}\n\ndata: {}\n\n"]), None);
+}
+
+#[test]
+fn an_id_carries_over_to_later_events_and_a_nul_or_overlong_id_is_ignored() {
+    assert_eq!(
+        ids_after(&["id: r:1\ndata: {}\n\ndata: {}\n\n"]).as_deref(),
+        Some("r:1")
+    );
+    assert_eq!(
+        ids_after(&["id: r:1\ndata: {}\n\nid: r\0:2\ndata: {}\n\n"]).as_deref(),
+        Some("r:1")
+    );
+    let long = format!("id: {}\ndata: {{}}\n\n", "x".repeat(5000));
+    assert_eq!(
+        ids_after(&["id: r:1\ndata: {}\n\n", &long]).as_deref(),
+        Some("r:1")
+    );
+    // An empty id clears it, as the SSE rules say.
+    assert_eq!(ids_after(&["id: r:1\ndata: {}\n\nid\ndata: {}\n\n"]), None);
+}
+
+#[test]
+fn a_new_connection_forgets_the_id_of_an_event_the_old_one_cut_short() {
+    let mut ids = super::stream::EventIds::default();
+    ids.feed(b"id: r:1\ndata: {}\n\nid: r:2\ndata: {\"ha");
+    ids.new_connection();
+    ids.feed(b"data: {}\n\n");
+    assert_eq!(ids.last(), Some("r:1"));
+    ids.feed(b"id: r:2\ndata: {}\n\n");
+    assert_eq!(ids.last(), Some("r:2"));
+}

@@ -13,6 +13,9 @@ use super::PREVIEW_CHARS;
 pub(super) struct Transcript<W> {
     pub(super) out: W,
     pub(super) mid_line: bool,
+    /// The output is a terminal: notices about the connection are dimmed (never escape codes
+    /// into a pipe or a file).
+    pub(super) styled: bool,
 }
 
 impl<W: Write> Transcript<W> {
@@ -40,6 +43,16 @@ impl<W: Write> Transcript<W> {
         self.end_line()?;
         writeln!(self.out, "{line}")?;
         self.out.flush()
+    }
+
+    /// A line about the client itself rather than the conversation (the connection), dimmed
+    /// on a terminal so it reads as an aside.
+    pub(super) fn notice(&mut self, notice: &str) -> std::io::Result<()> {
+        if self.styled {
+            self.line(&format!("\x1b[2m{notice}\x1b[0m"))
+        } else {
+            self.line(notice)
+        }
     }
 
     /// A line that streamed text will continue (`[thinking] ...`).

@@ -2,7 +2,8 @@
 //!
 //! It follows the WHATWG event-stream rules that matter for model servers: lines end in `\n`,
 //! `\r\n` or a lone `\r`; `data:` lines of one event are joined with `\n`; lines starting with
-//! `:` are comments (keep-alives); `event:` names the event; a blank line dispatches it. Bytes may
+//! `:` are comments (keep-alives); `event:` names the event; `id:` sets the last event id a
+//! reconnecting client sends back (the server's run log ids); a blank line dispatches. Bytes may
 //! be split anywhere, even inside a multi-byte UTF-8 character: only complete lines are decoded,
 //! and a line terminator is ASCII so it can never sit inside such a character.
 
@@ -22,6 +23,10 @@ pub struct SseTooLarge;
 /// without a line break cannot exhaust memory.
 pub const MAX_EVENT_BYTES: usize = 8 * 1024 * 1024;
 
+/// Longest event id kept: a run id and its sequence number fit many times over; a longer one is
+/// not an id a client should send back in a header, so it is ignored like one with NUL.
+pub const MAX_EVENT_ID_BYTES: usize = 1024;
+
 #[derive(Debug, Default)]
 pub struct SseDecoder {
     /// Bytes of the current, incomplete line.
@@ -39,11 +44,36 @@ struct EventFields {
     has_data: bool,
     event: Option<String>,
     first_line_seen: bool,
+    /// The SSE "last event ID buffer": set by `id:` lines, kept from event to event.
+    id_buffer: Option<String>,
+    /// The id of the last dispatched event (the buffer as it was at the event's blank line).
+    last_event_id: Option<String>,
+    saw_id: bool,
 }
 
 impl SseDecoder {
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// A decoder for a reconnection: events without an `id:` of their own carry `last_event_id`
+    /// on, as the SSE rules keep it across connections.
+    pub fn resuming(last_event_id: Option<String>) -> Self {
+        let mut decoder = Self::default();
+        decoder.fields.id_buffer.clone_from(&last_event_id);
+        decoder.fields.last_event_id = last_event_id;
+        decoder
+    }
+
+    /// The id of the last whole event decoded (a frame cut short does not count), if the
+    /// stream has ids.
+    pub fn last_event_id(&self) -> Option<&str> {
+        self.fields.last_event_id.as_deref()
+    }
+
+    /// Whether an `id:` line was read, even one of an event not yet whole.
+    pub fn saw_id(&self) -> bool {
+        self.fields.saw_id
     }
 
     /// Decodes `bytes`, appending each event completed by them to `out`.
@@ -138,12 +168,21 @@ impl EventFields {
                 self.has_data = true;
             }
             "event" => self.event = Some(value.to_owned()),
-            // `id` and `retry` only matter to reconnecting browsers; unknown fields are ignored.
+            // An id with NUL is ignored, as the SSE rules say; an empty one clears it.
+            "id" if !value.contains('\0') && value.len() <= MAX_EVENT_ID_BYTES => {
+                self.id_buffer = (!value.is_empty()).then(|| value.to_owned());
+                self.saw_id = true;
+            }
+            // `retry` only matters to browsers; unknown fields are ignored.
             _ => {}
         }
     }
 
     fn dispatch(&mut self, out: &mut Vec<SseEvent>) {
+        // Model servers send no ids: for them this is one untaken branch per event.
+        if self.saw_id && self.last_event_id != self.id_buffer {
+            self.last_event_id.clone_from(&self.id_buffer);
+        }
         let event = self.event.take();
         if self.has_data {
             self.has_data = false;
@@ -244,5 +283,74 @@ mod tests {
             }
         }
         assert_eq!(result, Err(SseTooLarge));
+    }
+
+    fn ids_after(chunks: &[&str]) -> Option<String> {
+        let mut decoder = SseDecoder::new();
+        let mut out = Vec::new();
+        for chunk in chunks {
+            decoder
+                .feed(chunk.as_bytes(), &mut out)
+                .expect("not too large");
+        }
+        decoder.last_event_id().map(str::to_owned)
+    }
+
+    #[test]
+    fn the_last_event_id_is_that_of_the_last_whole_event_however_the_bytes_are_split() {
+        let stream =
+            "id: r:1\ndata: {}\n\n: keep-alive\n\nid: r:2\ndata: {}\n\nid: r:3\ndata: {\"half";
+        assert_eq!(ids_after(&[stream]).as_deref(), Some("r:2"));
+        // Byte by byte: the same answer.
+        let bytes: Vec<String> = stream.chars().map(String::from).collect();
+        let split: Vec<&str> = bytes.iter().map(String::as_str).collect();
+        assert_eq!(ids_after(&split).as_deref(), Some("r:2"));
+        // CRLF and lone CR line ends, a CRLF split between chunks (a final `\r` waits for the
+        // next byte, which may be its `\n`).
+        assert_eq!(
+            ids_after(&[
+                "id: r:1\r",
+                "\ndata: {}\r\n\r",
+                "\nid:r:2\rdata: {}\r\r",
+                ":\n"
+            ])
+            .as_deref(),
+            Some("r:2")
+        );
+        // No ids: nothing to resume from.
+        assert_eq!(ids_after(&["data: {}\n\ndata: {}\n\n"]), None);
+    }
+
+    #[test]
+    fn an_id_carries_over_to_later_events_and_a_nul_or_overlong_id_is_ignored() {
+        assert_eq!(
+            ids_after(&["id: r:1\ndata: {}\n\ndata: {}\n\n"]).as_deref(),
+            Some("r:1")
+        );
+        assert_eq!(
+            ids_after(&["id: r:1\ndata: {}\n\nid: r\0:2\ndata: {}\n\n"]).as_deref(),
+            Some("r:1")
+        );
+        let long = format!("id: {}\ndata: {{}}\n\n", "x".repeat(5000));
+        assert_eq!(
+            ids_after(&["id: r:1\ndata: {}\n\n", &long]).as_deref(),
+            Some("r:1")
+        );
+        // An empty id clears it, as the SSE rules say.
+        assert_eq!(ids_after(&["id: r:1\ndata: {}\n\nid\ndata: {}\n\n"]), None);
+    }
+
+    #[test]
+    fn a_resuming_decoder_carries_the_last_id_and_forgets_an_event_cut_short() {
+        let mut out = Vec::new();
+        let mut decoder = SseDecoder::new();
+        decoder
+            .feed(b"id: r:1\ndata: {}\n\nid: r:2\ndata: {\"ha", &mut out)
+            .unwrap();
+        let mut decoder = SseDecoder::resuming(decoder.last_event_id().map(str::to_owned));
+        decoder.feed(b"data: {}\n\n", &mut out).unwrap();
+        assert_eq!(decoder.last_event_id(), Some("r:1"));
+        decoder.feed(b"id: r:2\ndata: {}\n\n", &mut out).unwrap();
+        assert_eq!(decoder.last_event_id(), Some("r:2"));
     }
 }

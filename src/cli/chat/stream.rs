@@ -42,7 +42,8 @@ impl<R: BufRead, W: Write> Session<R, W> {
         run_id: &str,
     ) -> Result<RunSummary, ChatError> {
         let mut summary = RunSummary::default();
-        let mut ids = EventIds::default();
+        // The id of the last whole event read, over every connection of the run.
+        let mut last_id: Option<String> = None;
         self.chunks = OpenChunks::default();
         let mut connection = response;
         // Reconnects that brought nothing new: a server that keeps dropping the stream at the
@@ -51,7 +52,7 @@ impl<R: BufRead, W: Write> Session<R, W> {
         let mut resumed_from: Option<String> = None;
         loop {
             let end = self
-                .read_connection(connection, &mut ids, &mut summary)
+                .read_connection(connection, &mut last_id, &mut summary)
                 .await?;
             if summary.end.is_some() {
                 break;
@@ -61,7 +62,7 @@ impl<R: BufRead, W: Write> Session<R, W> {
                 ConnectionEnd::Broke(how) => Some(how),
                 ConnectionEnd::Closed => None,
             };
-            let Some(last_id) = ids.last().map(str::to_owned) else {
+            let Some(last_id) = last_id.clone() else {
                 // No ids: the server keeps no log of the run, so nothing can pick it up again.
                 if let Some(how) = broke {
                     self.out.line(&format!("[error] the stream broke: {how}"))?;
@@ -105,12 +106,12 @@ impl<R: BufRead, W: Write> Session<R, W> {
     async fn read_connection(
         &mut self,
         mut response: reqwest::Response,
-        ids: &mut EventIds,
+        last_id: &mut Option<String>,
         summary: &mut RunSummary,
     ) -> Result<ConnectionEnd, ChatError> {
-        let mut decoder = SseDecoder::new();
+        // Events without an id of their own carry the last one on, across the reconnect.
+        let mut decoder = SseDecoder::resuming(last_id.clone());
         let mut events: Vec<SseEvent> = Vec::new();
-        ids.new_connection();
         loop {
             let bytes = match response.chunk().await {
                 Ok(Some(bytes)) => bytes,
@@ -118,7 +119,7 @@ impl<R: BufRead, W: Write> Session<R, W> {
                     // A last frame without its blank line is an event by the decoder's rule,
                     // for servers that end so. A server that gives ids ends every frame, so
                     // there it is a frame cut short, read again after a reconnect.
-                    if !ids.seen_any() {
+                    if last_id.is_none() && !decoder.saw_id() {
                         decoder.finish(&mut events);
                         self.handle_events(&mut events, summary)?;
                     }
@@ -127,7 +128,9 @@ impl<R: BufRead, W: Write> Session<R, W> {
                 Err(error) => return Ok(ConnectionEnd::Broke(error_chain(&error))),
             };
             let fed = decoder.feed(&bytes, &mut events);
-            ids.feed(&bytes);
+            if decoder.last_event_id() != last_id.as_deref() {
+                *last_id = decoder.last_event_id().map(str::to_owned);
+            }
             self.handle_events(&mut events, summary)?;
             if fed.is_err() {
                 self.out.line(&format!(
@@ -246,86 +249,5 @@ impl<R: BufRead, W: Write> Session<R, W> {
             .filter(|name| !name.is_empty())
             .map(str::to_owned)
             .ok_or_else(|| format!("`GET {}` names no defaultAgent", self.url))
-    }
-}
-
-/// The last event id of a stream, as the SSE rules keep it: an `id:` field sets the pending
-/// id, a blank line (an event's end) makes it the last id, and it carries over to later events
-/// that have none. Fed the same bytes as the decoder, so its last id is that of the last event
-/// the decoder gave out.
-#[derive(Debug, Default)]
-pub(super) struct EventIds {
-    /// The start of the current line: enough for any id line, never a long data line.
-    line: Vec<u8>,
-    /// The current line is longer than [`MAX_ID_LINE`]: not an id this client would send back.
-    line_overflowed: bool,
-    /// The previous chunk ended with `\r`: a `\n` starting this one belongs to that line end.
-    after_cr: bool,
-    pending: Option<String>,
-    last: Option<String>,
-}
-
-/// Longest id line kept: `id: ` and a run id with its sequence number fit many times over.
-const MAX_ID_LINE: usize = 1024;
-
-impl EventIds {
-    /// The id of the last whole event read, if the server sent ids.
-    pub(super) fn last(&self) -> Option<&str> {
-        self.last.as_deref()
-    }
-
-    /// A new connection starts on a fresh line, with the last id kept and any id of an event
-    /// the old connection did not finish forgotten.
-    pub(super) fn new_connection(&mut self) {
-        self.line.clear();
-        self.line_overflowed = false;
-        self.after_cr = false;
-        self.pending.clone_from(&self.last);
-    }
-
-    pub(super) fn feed(&mut self, bytes: &[u8]) {
-        for &byte in bytes {
-            let after_cr = std::mem::replace(&mut self.after_cr, false);
-            match byte {
-                b'\n' if after_cr => {}
-                b'\n' => self.end_line(),
-                b'\r' => {
-                    self.end_line();
-                    self.after_cr = true;
-                }
-                _ if self.line.len() < MAX_ID_LINE => self.line.push(byte),
-                _ => self.line_overflowed = true,
-            }
-        }
-    }
-
-    /// Whether the server has sent an id, even of an event not yet whole.
-    pub(super) fn seen_any(&self) -> bool {
-        self.pending.is_some() || self.last.is_some()
-    }
-
-    fn end_line(&mut self) {
-        if self.line.is_empty() && !self.line_overflowed {
-            self.last.clone_from(&self.pending);
-            return;
-        }
-        if !self.line_overflowed {
-            if let Some(value) = self.line.strip_prefix(b"id") {
-                let value = match value {
-                    [] => Some(&[][..]),
-                    [b':', b' ', rest @ ..] | [b':', rest @ ..] => Some(rest),
-                    _ => None,
-                };
-                // An id with NUL is ignored, as the SSE rules say; an empty one clears it.
-                if let Some(value) = value.filter(|v| !v.contains(&0)) {
-                    self.pending = std::str::from_utf8(value)
-                        .ok()
-                        .filter(|v| !v.is_empty())
-                        .map(str::to_owned);
-                }
-            }
-        }
-        self.line.clear();
-        self.line_overflowed = false;
     }
 }

@@ -269,6 +269,19 @@ impl UserMessage {
 }
 
 impl ToolMessage {
+    /// The tool message a client records for a `TOOL_CALL_RESULT`.
+    pub fn answering(result: &super::ToolCallResult) -> Self {
+        let content = match &result.content {
+            super::ToolResultContent::Text(text) => Content::Text(text.clone()),
+            super::ToolResultContent::Parts(parts) => Content::Parts(parts.clone()),
+        };
+        ToolMessage::new(
+            result.message_id.clone(),
+            result.tool_call_id.clone(),
+            content,
+        )
+    }
+
     /// A tool's answer to the call `tool_call_id`.
     pub fn new(id: impl Into<String>, tool_call_id: impl Into<String>, content: Content) -> Self {
         ToolMessage {

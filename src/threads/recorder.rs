@@ -10,7 +10,7 @@ use serde_json::Value;
 use super::{now_millis, ThreadRecord};
 use crate::protocol::{
     AssistantMessage, Content, EventBody, Interrupt, Message, TextRole, ToolCall, ToolMessage,
-    ToolResultContent, UserMessage,
+    UserMessage,
 };
 
 /// See the module docs.
@@ -83,15 +83,8 @@ impl ThreadRecorder {
             }
             EventBody::ToolCallResult(result) => {
                 self.server_results.insert(result.tool_call_id.clone());
-                let content = match &result.content {
-                    ToolResultContent::Text(text) => Content::Text(text.clone()),
-                    ToolResultContent::Parts(parts) => Content::Parts(parts.clone()),
-                };
-                self.messages.push(Message::Tool(ToolMessage::new(
-                    result.message_id.clone(),
-                    result.tool_call_id.clone(),
-                    content,
-                )));
+                self.messages
+                    .push(Message::Tool(ToolMessage::answering(result)));
             }
             EventBody::StateSnapshot(snapshot) => self.state = Some(snapshot.snapshot.clone()),
             EventBody::StateDelta(delta) => {

@@ -4,7 +4,7 @@
 use agui_host::protocol::{
     AssistantMessage, Content, EncryptedValueSubtype, Message, ReasoningEncryptedValue,
     ReasoningMessage, ResumeEntry, RunAgentInput, TextMessage, TextRole, Tool, ToolCall,
-    ToolCallResult, ToolMessage, ToolResultContent, UserMessage,
+    ToolCallResult, ToolMessage, UserMessage,
 };
 use agui_host::text::new_id;
 use serde_json::{json, Value};
@@ -18,52 +18,6 @@ pub(super) struct Thread {
     pub(super) messages: Vec<Message>,
     /// The reference client's default state is `{}`, and the first delta applies to it.
     pub(super) state: Value,
-}
-
-pub(super) fn assistant_message(id: &str) -> AssistantMessage {
-    AssistantMessage {
-        id: id.to_owned(),
-        content: None,
-        tool_calls: Vec::new(),
-        name: None,
-        encrypted_value: None,
-        subagent_run_id: None,
-        metadata: None,
-    }
-}
-
-pub(super) fn text_message(id: &str) -> TextMessage {
-    TextMessage {
-        id: id.to_owned(),
-        content: String::new(),
-        name: None,
-        encrypted_value: None,
-        subagent_run_id: None,
-        metadata: None,
-    }
-}
-
-pub(super) fn user_message(id: &str, text: &str) -> UserMessage {
-    UserMessage {
-        id: id.to_owned(),
-        content: Content::Text(text.to_owned()),
-        name: None,
-        encrypted_value: None,
-        subagent_run_id: None,
-        metadata: None,
-    }
-}
-
-pub(super) fn tool_message(id: &str, tool_call_id: &str, content: Content) -> ToolMessage {
-    ToolMessage {
-        id: id.to_owned(),
-        content,
-        tool_call_id: tool_call_id.to_owned(),
-        error: None,
-        encrypted_value: None,
-        subagent_run_id: None,
-        metadata: None,
-    }
 }
 
 impl Thread {
@@ -109,13 +63,14 @@ impl Thread {
 
     pub(super) fn push_user(&mut self, text: &str) {
         let id = new_id("user");
-        self.messages.push(Message::User(user_message(&id, text)));
+        self.messages
+            .push(Message::User(UserMessage::text(id, text)));
     }
 
     /// A frontend tool's answer, typed by the person: appended, as CopilotKit appends it.
     pub(super) fn push_tool_answer(&mut self, tool_call_id: &str, text: &str) {
         let id = new_id("tool");
-        let message = tool_message(&id, tool_call_id, Content::Text(text.to_owned()));
+        let message = ToolMessage::new(id, tool_call_id, Content::Text(text.to_owned()));
         self.messages.push(Message::Tool(message));
     }
 
@@ -128,11 +83,11 @@ impl Thread {
         let message = match role.unwrap_or(TextRole::Assistant) {
             TextRole::Assistant => Message::Assistant(AssistantMessage {
                 content: Some(String::new()),
-                ..assistant_message(id)
+                ..AssistantMessage::empty(id)
             }),
-            TextRole::User => Message::User(user_message(id, "")),
-            TextRole::System => Message::System(text_message(id)),
-            TextRole::Developer => Message::Developer(text_message(id)),
+            TextRole::User => Message::User(UserMessage::text(id, "")),
+            TextRole::System => Message::System(TextMessage::new(id, "")),
+            TextRole::Developer => Message::Developer(TextMessage::new(id, "")),
         };
         self.messages.push(message);
     }
@@ -169,12 +124,12 @@ impl Thread {
             // An id that names a non-assistant message cannot own a call: give the call its own.
             Some(_) => {
                 self.messages
-                    .push(Message::Assistant(assistant_message(call_id)));
+                    .push(Message::Assistant(AssistantMessage::empty(call_id)));
                 self.messages.len() - 1
             }
             None => {
                 self.messages
-                    .push(Message::Assistant(assistant_message(owner)));
+                    .push(Message::Assistant(AssistantMessage::empty(owner)));
                 self.messages.len() - 1
             }
         };
@@ -225,15 +180,7 @@ impl Thread {
     /// `TOOL_CALL_RESULT` mints a tool message, placed right after the assistant message that
     /// owns the call and the tool results already there; appended when no message owns it.
     pub(super) fn add_result(&mut self, result: &ToolCallResult) {
-        let content = match &result.content {
-            ToolResultContent::Text(text) => Content::Text(text.clone()),
-            ToolResultContent::Parts(parts) => Content::Parts(parts.clone()),
-        };
-        let message = Message::Tool(tool_message(
-            &result.message_id,
-            &result.tool_call_id,
-            content,
-        ));
+        let message = Message::Tool(ToolMessage::answering(result));
         match self.call_position(&result.tool_call_id) {
             Some((owner, _)) => {
                 let mut at = owner + 1;

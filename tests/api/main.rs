@@ -41,6 +41,7 @@ mod resumable;
 mod server_tools;
 mod shared_state;
 mod shutdown;
+mod slow_clients;
 mod telemetry;
 mod threads;
 mod upstream_errors;

@@ -1,12 +1,11 @@
 //! `App`: the one place the service is wired together, used by `main` and by the tests alike.
 
 use std::collections::BTreeMap;
-use std::future::{Future, IntoFuture};
+use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::serve::ListenerExt;
 use tokio::net::TcpListener;
 
 use crate::agent::approval::ApprovalPolicies;
@@ -214,16 +213,7 @@ impl App {
                 let _ = signalled_tx.send(());
             }
         };
-        // Every SSE event is a small write: without TCP_NODELAY, Nagle's algorithm holds each
-        // one back until the client's delayed ACK (about 40 ms), which stalls streams.
-        let listener = self.listener.tap_io(|tcp| {
-            if let Err(error) = tcp.set_nodelay(true) {
-                tracing::debug!(%error, "could not set TCP_NODELAY");
-            }
-        });
-        let connections = axum::serve(listener, self.router)
-            .with_graceful_shutdown(graceful)
-            .into_future();
+        let connections = http::serve(self.listener, self.router, graceful);
         // Done once the connections are closed and the runs driven by their own tasks (and
         // the saves of threads whose client left) have ended too.
         let tasks = stages.clone();
@@ -317,6 +307,10 @@ fn assemble(
         agents: Arc::new(agents),
         default_agent: settings.default_agent.clone(),
         keep_alive: Duration::from_secs(settings.server.keep_alive_secs.max(1)),
+        stream_buffer: http::StreamBufferLimits {
+            max_bytes: settings.server.max_stream_buffer_bytes,
+            slow_client_timeout: Duration::from_secs_f64(settings.server.slow_client_timeout_secs),
+        },
         limits: RunLimits::new(&settings.server.limits),
         input_limits: settings.server.input_limits.clone(),
         shutdown: shutdown.clone(),

@@ -13,9 +13,10 @@
 //! settings     the typed settings tree (config crate layers + environment)
 //! telemetry    logs (tracing-subscriber), OpenTelemetry trace export (OTLP, the `otel`
 //!              feature), and the run's spans named after the GenAI conventions
-//! http         routes, request decoding (content type, body read timeout, input limits),
-//!              4xx errors, the SSE response pump, and the operational edge: probes,
-//!              metrics, CORS, auth, run limits, shutdown
+//! http         the accept loop (hyper-util), routes, request decoding (content type, body
+//!              read timeout, input limits), 4xx errors, the SSE response pump and its
+//!              bounded outbox (slow clients), and the operational edge: probes, metrics,
+//!              CORS, auth, run limits, shutdown
 //! protocol     AG-UI wire types and the run encoder (pure serde; a leaf)
 //! agent        Agent trait, RunRequest, AgentUpdate, AgentError, ChatAgent, pipeline;
 //!              approval policies and the signed ApprovalId
@@ -56,7 +57,8 @@
 //!        ChatAgent              streams the model, runs server tools, stops for client tools
 //!   -> protocol::RunEncoder: RUN_STARTED first, exactly one RUN_FINISHED/RUN_ERROR last,
 //!      closes anything open, downgrades shapes for 0.x clients, writes `data: <json>\n\n`
-//!   -> SSE response (keep-alive comments, no buffering, no compression)
+//!   -> SSE response (keep-alive comments, no compression; at most
+//!      `server.max_stream_buffer_bytes` held for a slow client, then `client_too_slow`)
 //! ```
 //! Without a thread store, dropping the response (disconnect, Stop) drops every stream above
 //! it, which closes the upstream request: no run outlives its client. With a store, a task

@@ -65,6 +65,14 @@ fn default_demo_agents() -> bool {
     true
 }
 
+fn default_max_stream_buffer_bytes() -> usize {
+    128 * 1024
+}
+
+fn default_slow_client_timeout_secs() -> f64 {
+    30.0
+}
+
 fn default_body_read_timeout_secs() -> f64 {
     30.0
 }
@@ -90,6 +98,14 @@ pub struct ServerSettings {
     /// are allowed; must be above 0.
     #[serde(default = "default_body_read_timeout_secs")]
     pub body_read_timeout_secs: f64,
+    /// Most bytes of a stream's events the server holds for a client that reads slower than
+    /// the model writes; then the run waits for the client (the model's stream waits too).
+    #[serde(default = "default_max_stream_buffer_bytes")]
+    pub max_stream_buffer_bytes: usize,
+    /// Seconds a run may wait for a client whose buffer is full; then it ends with `RUN_ERROR`
+    /// code `client_too_slow` and the model's stream is closed. Fractions are allowed.
+    #[serde(default = "default_slow_client_timeout_secs")]
+    pub slow_client_timeout_secs: f64,
     pub limits: LimitSettings,
     /// Limits on what one `RunAgentInput` may carry (absent from a file: the defaults).
     #[serde(default)]
@@ -230,6 +246,19 @@ impl ServerSettings {
                 "server.body_read_timeout_secs must be a number of seconds above 0 and at most \
                  1e9, not {}",
                 self.body_read_timeout_secs
+            )));
+        }
+        if !(self.slow_client_timeout_secs > 0.0 && self.slow_client_timeout_secs <= 1e9) {
+            return Err(SettingsError::Invalid(format!(
+                "server.slow_client_timeout_secs must be a number of seconds above 0 and at most \
+                 1e9, not {}",
+                self.slow_client_timeout_secs
+            )));
+        }
+        if self.max_stream_buffer_bytes < 1024 {
+            return Err(SettingsError::Invalid(format!(
+                "server.max_stream_buffer_bytes must be at least 1024, not {}",
+                self.max_stream_buffer_bytes
             )));
         }
         let origins = &self.cors.allowed_origins;

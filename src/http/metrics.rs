@@ -231,6 +231,8 @@ impl Metrics {
         self.runs_started.get_or_create(&agent).inc();
         self.runs_in_flight.inc();
         RunGuard {
+            events: self.events.get_or_create(&agent).clone(),
+            bytes: self.bytes.get_or_create(&agent).clone(),
             metrics: Arc::clone(self),
             agent,
             started_at: Instant::now(),
@@ -251,6 +253,9 @@ impl Metrics {
 pub(super) struct RunGuard {
     metrics: Arc<Metrics>,
     agent: AgentLabels,
+    /// The agent's event and byte counters, looked up once: a write counts without a lock.
+    events: Counter,
+    bytes: Counter,
     started_at: Instant,
     /// `None` until the run ends on its own; a guard dropped so was cancelled.
     outcome: Option<(&'static str, Option<String>)>,
@@ -302,15 +307,9 @@ impl RunGuard {
     /// Bytes about to be written, holding `events` AG-UI events.
     pub(super) fn on_write(&self, events: u64, bytes: usize) {
         if events > 0 {
-            self.metrics
-                .events
-                .get_or_create(&self.agent)
-                .inc_by(events);
+            self.events.inc_by(events);
         }
-        self.metrics
-            .bytes
-            .get_or_create(&self.agent)
-            .inc_by(u64::try_from(bytes).unwrap_or(u64::MAX));
+        self.bytes.inc_by(u64::try_from(bytes).unwrap_or(u64::MAX));
     }
 
     /// The run wrote RUN_FINISHED (counted when the guard drops).

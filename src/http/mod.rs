@@ -12,7 +12,8 @@
 //! limits), `error` (ApiError), `ops` (health and readiness), `metrics` (the registry and
 //! `/metrics`), `limits` (run slots, deadline, shutdown), `auth` (tokens), `cors`, `discovery`
 //! (`/agents` and `/<agent>/capabilities`), `threads` (scope, hydrate, the save at a run's end,
-//! the thread routes), `runs` (the task that drives a logged run; reconnect and stop).
+//! the thread routes), `runs` (the task that drives a logged run; reconnect and stop), `serve`
+//! (the accept loop and each connection's HTTP settings).
 
 mod auth;
 mod cors;
@@ -24,6 +25,7 @@ mod metrics;
 mod ops;
 mod run;
 mod runs;
+mod serve;
 mod threads;
 
 use std::collections::BTreeMap;
@@ -49,7 +51,9 @@ pub use error::ApiError;
 pub use limits::{RunLimits, Shutdown};
 pub use metrics::Metrics;
 pub use ops::{McpDown, McpReport, Readiness};
+pub use run::StreamBufferLimits;
 pub use runs::Resumable;
+pub use serve::serve;
 
 /// The request-id header: accepted from the client (or a proxy) or generated, and returned.
 const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
@@ -60,6 +64,8 @@ pub struct AppState {
     pub agents: Arc<BTreeMap<String, Arc<dyn Agent>>>,
     pub default_agent: String,
     pub keep_alive: Duration,
+    /// What a client reading slower than the model may hold up (see `run::outbox`).
+    pub stream_buffer: StreamBufferLimits,
     pub limits: RunLimits,
     /// What one request may carry (`server.input_limits`).
     pub input_limits: InputLimitSettings,

@@ -7,6 +7,7 @@
 
 use std::convert::Infallible;
 use std::panic::AssertUnwindSafe;
+use std::pin::Pin;
 use std::time::Duration;
 
 use axum::body::{Body, Bytes};
@@ -15,11 +16,10 @@ use axum::extract::{Path, State};
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::Response;
 use axum::Extension;
-use futures_util::{stream, FutureExt, Stream, StreamExt};
-use tokio::time::Instant;
-use tokio_util::sync::CancellationToken;
+use futures_util::{FutureExt, StreamExt};
+use tokio::time::{Instant, Sleep};
+use tokio_util::sync::{CancellationToken, WaitForCancellationFutureOwned};
 use tokio_util::task::TaskTracker;
-use tracing::Instrument;
 
 use super::auth::Principal;
 use super::decode;
@@ -124,10 +124,12 @@ async fn run_agent(
         started_at: Instant::now(),
         bytes_sent: 0,
         span: span.clone(),
+        last_write: Instant::now(),
+        waits: None,
     };
     let body = match log {
         Some(log) => super::runs::drive(&state, log, pump, span),
-        None => Body::from_stream(event_stream(pump, span)),
+        None => outbox::spawn(pump, span, state.stream_buffer),
     };
     Ok(sse_response(body))
 }
@@ -171,6 +173,19 @@ pub(super) struct Pump {
     span: tracing::Span,
     /// Cancelled to stop a logged run (a stop request, or no reader for the grace period).
     cancel: Option<CancellationToken>,
+    /// When the last chunk was written: the keep-alive comment counts from it.
+    last_write: Instant,
+    /// The timers and signals `wait` selects on, made at its first call.
+    waits: Option<Box<Waits>>,
+}
+
+/// What a run waits on besides its agent, kept across wake-ups (see `Pump::wait`).
+struct Waits {
+    idle: Pin<Box<Sleep>>,
+    deadline: Option<Pin<Box<Sleep>>>,
+    stop: Pin<Box<WaitForCancellationFutureOwned>>,
+    lease_lost: Option<Pin<Box<WaitForCancellationFutureOwned>>>,
+    cancel: Option<Pin<Box<WaitForCancellationFutureOwned>>>,
 }
 
 /// What polling the agent stream gave: an update, its end, or a panic.
@@ -188,16 +203,6 @@ enum Wake {
     Cancelled,
 }
 
-/// The SSE body: `RUN_STARTED` at once, then the agent's updates (batched when several are
-/// ready), keep-alive comments while idle, and exactly one terminal event. A panic in the agent
-/// ends the run with `RUN_ERROR`; it never reaches the server.
-fn event_stream(
-    pump: Pump,
-    span: tracing::Span,
-) -> impl Stream<Item = Result<Bytes, Infallible>> + Send + 'static {
-    stream::unfold(pump, move |pump| pump.step().instrument(span.clone()))
-}
-
 impl Pump {
     /// Whether the terminal event has been written.
     pub(super) fn is_over(&self) -> bool {
@@ -205,35 +210,25 @@ impl Pump {
     }
 
     pub(super) async fn step(mut self) -> Option<(Result<Bytes, Infallible>, Pump)> {
+        let batch = self.next_batch().await?;
+        Some((Ok(batch), self))
+    }
+
+    /// The next body chunk: `RUN_STARTED` first, then whatever the next wake-up gives (several
+    /// updates when they are ready at once), or a keep-alive comment; `None` after the end.
+    pub(super) async fn next_batch(&mut self) -> Option<Bytes> {
+        self.updates.as_ref()?;
         let mut out = Vec::new();
         let events_before = self.encoder.events_written();
-        let updates = self.updates.as_mut()?;
         if self.bytes_sent == 0 {
             // RUN_STARTED goes out before the model is even called: time to first byte is ours.
             self.write_or_fail(|encoder, out| encoder.start(out), &mut out);
         } else {
-            let deadline = self.deadline;
-            let lease_lost = self.lease_lost.clone();
-            let cancel = self.cancel.clone();
-            // Biased: once the grace period or the deadline is over, a busy agent cannot keep
-            // the run going by always having the next update ready.
-            let wake = tokio::select! {
-                biased;
-                () = self.stop.cancelled() => Wake::Shutdown,
-                () = sleep_until(deadline) => Wake::Deadline,
-                () = cancelled(lease_lost) => Wake::Superseded,
-                () = cancelled(cancel) => Wake::Cancelled,
-                next = tokio::time::timeout(
-                    self.keep_alive,
-                    AssertUnwindSafe(updates.next()).catch_unwind(),
-                ) => match next {
-                    Err(_idle) => Wake::Idle,
-                    Ok(next) => Wake::Next(next),
-                },
-            };
+            let wake = self.wait().await;
             if let Wake::Idle = wake {
                 self.count_write(0, KEEP_ALIVE_FRAME.len());
-                return Some((Ok(Bytes::from_static(KEEP_ALIVE_FRAME)), self));
+                self.last_write = Instant::now();
+                return Some(Bytes::from_static(KEEP_ALIVE_FRAME));
             }
             self.on_wake(wake, &mut out);
             while out.len() < MAX_BATCH_BYTES {
@@ -249,7 +244,24 @@ impl Pump {
                 }
             }
         }
+        Some(self.settle(out, events_before).await)
+    }
+
+    /// Ends the run at once with `RUN_ERROR` `code` (the agent stream, and with it the
+    /// upstream request, goes now); the final chunk to send. `None` if the run was over.
+    pub(super) async fn end_now(&mut self, code: &str, message: &str) -> Option<Bytes> {
+        self.updates.as_ref()?;
+        let mut out = Vec::new();
+        let events_before = self.encoder.events_written();
+        self.end_with_error(code, message, &mut out);
+        Some(self.settle(out, events_before).await)
+    }
+
+    /// Counts a chunk about to leave; once it holds the terminal event, frees the run's slot and
+    /// saves its thread.
+    async fn settle(&mut self, out: Vec<u8>, events_before: u64) -> Bytes {
         self.bytes_sent += out.len();
+        self.last_write = Instant::now();
         let events = self.encoder.events_written() - events_before;
         self.count_write(events, out.len());
         if self.updates.is_none() {
@@ -261,7 +273,56 @@ impl Pump {
                 thread.finish().await;
             }
         }
-        Some((Ok(Bytes::from(out)), self))
+        Bytes::from(out)
+    }
+
+    /// Waits for the next thing that moves the run. The timers and signals live as long as the
+    /// run, so a wake-up per model chunk re-arms nothing: the keep-alive timer is moved only
+    /// when it fires early (it counts from the last write).
+    async fn wait(&mut self) -> Wake {
+        let keep_alive = self.keep_alive;
+        let waits = self.waits.get_or_insert_with(|| {
+            Box::new(Waits {
+                idle: Box::pin(tokio::time::sleep(keep_alive)),
+                deadline: self
+                    .deadline
+                    .map(|deadline| Box::pin(tokio::time::sleep_until(deadline))),
+                stop: Box::pin(self.stop.clone().cancelled_owned()),
+                lease_lost: self
+                    .lease_lost
+                    .clone()
+                    .map(|token| Box::pin(token.cancelled_owned())),
+                cancel: self
+                    .cancel
+                    .clone()
+                    .map(|token| Box::pin(token.cancelled_owned())),
+            })
+        });
+        let Some(updates) = self.updates.as_mut() else {
+            return Wake::Next(Ok(None));
+        };
+        loop {
+            // Biased: once the grace period or the deadline is over, a busy agent cannot keep
+            // the run going by always having the next update ready.
+            let wake = tokio::select! {
+                biased;
+                () = &mut waits.stop => Wake::Shutdown,
+                () = until(waits.deadline.as_mut()) => Wake::Deadline,
+                () = until(waits.lease_lost.as_mut()) => Wake::Superseded,
+                () = until(waits.cancel.as_mut()) => Wake::Cancelled,
+                next = AssertUnwindSafe(updates.next()).catch_unwind() => Wake::Next(next),
+                () = &mut waits.idle => Wake::Idle,
+            };
+            if let Wake::Idle = wake {
+                let due = self.last_write + keep_alive;
+                if Instant::now() < due {
+                    waits.idle.as_mut().reset(due);
+                    continue;
+                }
+                waits.idle.as_mut().reset(Instant::now() + keep_alive);
+            }
+            return wake;
+        }
     }
 
     /// What a wake-up other than idleness writes: the agent's next update, or the end the
@@ -409,18 +470,10 @@ impl Pump {
     }
 }
 
-/// Waits until `token` is cancelled, or forever when there is none.
-async fn cancelled(token: Option<CancellationToken>) {
-    match token {
-        Some(token) => token.cancelled_owned().await,
-        None => std::future::pending().await,
-    }
-}
-
-/// Waits until `deadline`, or forever when there is none.
-async fn sleep_until(deadline: Option<Instant>) {
-    match deadline {
-        Some(deadline) => tokio::time::sleep_until(deadline).await,
+/// Waits for `future`, or forever when there is none.
+async fn until<F: std::future::Future<Output = ()> + Unpin>(future: Option<&mut F>) {
+    match future {
+        Some(future) => future.await,
         None => std::future::pending().await,
     }
 }
@@ -460,5 +513,8 @@ impl Drop for Pump {
     }
 }
 
+mod outbox;
 #[cfg(test)]
 mod tests;
+
+pub use outbox::StreamBufferLimits;

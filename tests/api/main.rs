@@ -43,6 +43,7 @@ mod resumable_redis;
 mod server_tools;
 mod shared_state;
 mod shutdown;
+mod slow_clients;
 mod telemetry;
 mod threads;
 mod upstream_errors;

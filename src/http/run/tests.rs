@@ -11,7 +11,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use super::{event_stream, Pump};
+use super::Pump;
 use crate::agent::{AgentError, AgentStream, AgentUpdate};
 use crate::protocol::{EventBody, ProtocolVersion, RunEncoder, KEEP_ALIVE_FRAME};
 
@@ -32,7 +32,17 @@ fn pump(updates: AgentStream, deadline: Option<Duration>, stop: CancellationToke
         lease_lost: None,
         span: tracing::Span::none(),
         cancel: None,
+        last_write: Instant::now(),
+        waits: None,
     }
+}
+
+/// The pump as a stream of body chunks, driven by whoever polls it.
+fn event_stream(
+    pump: Pump,
+    _span: tracing::Span,
+) -> impl futures_util::Stream<Item = Result<axum::body::Bytes, std::convert::Infallible>> {
+    stream::unfold(pump, Pump::step)
 }
 
 #[allow(clippy::unnecessary_wraps)] // an item of an agent stream, like the `Err`s beside it

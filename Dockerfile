@@ -27,6 +27,7 @@ COPY config ./config
 # Declared targets: cargo reads the whole manifest even to build only the binary.
 COPY benches ./benches
 COPY tests ./tests
+COPY examples/load_resume.rs ./examples/
 # Symbols are of no use in the image and are a quarter of the binary.
 ENV CARGO_PROFILE_RELEASE_STRIP=symbols
 # The cache mounts keep the crate downloads and the compiled dependencies between builds, so a

@@ -297,54 +297,74 @@ async fn a_run_with_no_reader_is_cancelled_after_the_grace_period() {
         s.runs.reconnect_grace_secs = 1;
     })
     .await;
-    app.fake
+    assert_a_run_read_nowhere_is_cancelled(&app, &app, "r-gone").await;
+}
+
+/// A run started on `owner` whose client leaves after the first frame, with no reader anywhere:
+/// once the grace period is over the upstream is closed, and `reader` (on the same replica or
+/// another) replays a log that ends with the `cancelled` outcome.
+pub(crate) async fn assert_a_run_read_nowhere_is_cancelled(
+    owner: &TestApp,
+    reader: &TestApp,
+    run_id: &str,
+) {
+    owner
+        .fake
         .push(Reply::Stall(vec![chunks::role(), chunks::text("Half")]));
-    let mut first = FrameReader::new(app.post_run("/", &run_body("t", "r-gone", "Go")).await);
+    let mut first = FrameReader::new(owner.post_run("/", &run_body("t2", run_id, "Go")).await);
     first.next().await.unwrap();
     drop(first);
     assert!(
-        app.fake.wait_for_disconnect(Duration::from_secs(5)).await,
+        owner.fake.wait_for_disconnect(Duration::from_secs(5)).await,
         "the upstream was closed once the grace period was over"
     );
-    let replay = FrameReader::new(reconnect(&app, "r-gone", None).await)
+    let replay = FrameReader::new(reconnect(reader, run_id, None).await)
         .rest()
         .await;
-    assert_stitched("r-gone", &replay);
+    assert_stitched(run_id, &replay);
     assert_eq!(replay.last().unwrap().1["outcome"]["type"], "cancelled");
+}
+
+/// Starts a run on `app` that stalls after its first text, and reads its first three frames.
+pub(crate) async fn start_stalled(app: &TestApp, run_id: &str) -> (FrameReader, Vec<Frame>) {
+    app.fake
+        .push(Reply::Stall(vec![chunks::role(), chunks::text("Half")]));
+    let mut reader = FrameReader::new(app.post_run("/", &run_body(run_id, run_id, "Go")).await);
+    let mut frames = Vec::new();
+    while frames.len() < 3 {
+        frames.push(reader.next().await.unwrap());
+    }
+    (reader, frames)
+}
+
+/// `POST /assistant/runs/<run_id>/stop` on `app`.
+pub(crate) async fn request_stop(app: &TestApp, run_id: &str) -> reqwest::Response {
+    app.client
+        .post(format!("{}/assistant/runs/{run_id}/stop", app.address))
+        .send()
+        .await
+        .unwrap()
+}
+
+/// A stop after the run's end changes nothing: 200 and `"status": "ended"`.
+pub(crate) async fn assert_stop_after_the_end_is_a_no_op(app: &TestApp, run_id: &str) {
+    let again = request_stop(app, run_id).await;
+    assert_eq!(again.status(), 200);
+    assert_eq!(again.json::<Value>().await.unwrap()["status"], "ended");
 }
 
 #[tokio::test]
 async fn stop_ends_a_run_with_the_cancelled_outcome_and_closes_the_upstream_within_a_second() {
     let app = spawn_app(|_| {}).await;
-    app.fake
-        .push(Reply::Stall(vec![chunks::role(), chunks::text("Half")]));
-    let mut reader = FrameReader::new(app.post_run("/", &run_body("t", "r-stop", "Go")).await);
-    let mut frames = Vec::new();
-    while frames.len() < 3 {
-        frames.push(reader.next().await.unwrap());
-    }
-    let stop = app
-        .client
-        .post(format!("{}/assistant/runs/r-stop/stop", app.address))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(stop.status(), 202);
+    let (reader, mut frames) = start_stalled(&app, "r-stop").await;
+    assert_eq!(request_stop(&app, "r-stop").await.status(), 202);
     assert!(app.fake.wait_for_disconnect(Duration::from_secs(1)).await);
     frames.extend(reader.rest().await);
     assert_stitched("r-stop", &frames);
     let finished = &frames.last().unwrap().1;
     assert_eq!(finished["type"], "RUN_FINISHED");
     assert_eq!(finished["outcome"], json!({"type": "cancelled"}));
-    // A stop after the end changes nothing.
-    let again = app
-        .client
-        .post(format!("{}/assistant/runs/r-stop/stop", app.address))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(again.status(), 200);
-    assert_eq!(again.json::<Value>().await.unwrap()["status"], "ended");
+    assert_stop_after_the_end_is_a_no_op(&app, "r-stop").await;
 }
 
 #[tokio::test]
@@ -356,13 +376,7 @@ async fn stop_ends_a_0x_run_with_run_error_cancelled() {
     body["runId"] = json!("r-stop-0x");
     let mut reader = FrameReader::new(app.post_run("/", &body).await);
     reader.next().await.unwrap();
-    let stop = app
-        .client
-        .post(format!("{}/assistant/runs/r-stop-0x/stop", app.address))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(stop.status(), 202);
+    assert_eq!(request_stop(&app, "r-stop-0x").await.status(), 202);
     let frames = reader.rest().await;
     let events = events(&frames);
     assert_0x_compatible(&events);

@@ -17,8 +17,9 @@ use crate::fake_llm::{chunks, FakeLlm, Reply};
 use crate::helpers::*;
 use crate::redis_server::RedisServer;
 use crate::resumable::{
-    assert_error, assert_stitched, cut_and_resume, events, predict_recipe, reconnect, run_body,
-    slow_text, FrameReader, RECIPE,
+    assert_a_run_read_nowhere_is_cancelled, assert_error, assert_stitched,
+    assert_stop_after_the_end_is_a_no_op, cut_and_resume, events, predict_recipe, reconnect,
+    request_stop, run_body, slow_text, start_stalled, FrameReader, RECIPE,
 };
 
 fn on_redis(redis: &RedisServer) -> impl Fn(&mut Settings) + '_ {
@@ -98,20 +99,8 @@ async fn a_run_cut_just_before_its_interrupt_on_a_and_resumed_on_b_equals_the_wh
 async fn stop_sent_to_b_ends_the_run_a_owns_and_closes_its_upstream_within_a_second() {
     let redis = RedisServer::start().await;
     let (a, b) = replicas(&redis, |_| {}).await;
-    a.fake
-        .push(Reply::Stall(vec![chunks::role(), chunks::text("Half")]));
-    let mut reader = FrameReader::new(a.post_run("/", &run_body("t", "r-stop", "Go")).await);
-    let mut frames = Vec::new();
-    while frames.len() < 3 {
-        frames.push(reader.next().await.unwrap());
-    }
-    let stop = b
-        .client
-        .post(format!("{}/assistant/runs/r-stop/stop", b.address))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(stop.status(), 202);
+    let (reader, mut frames) = start_stalled(&a, "r-stop").await;
+    stop_on(&b, "r-stop").await;
     assert!(
         a.fake.wait_for_disconnect(Duration::from_secs(1)).await,
         "A closed its upstream within a second of the stop sent to B"
@@ -127,14 +116,7 @@ async fn stop_sent_to_b_ends_the_run_a_owns_and_closes_its_upstream_within_a_sec
         .rest()
         .await;
     assert_eq!(on_b, frames);
-    let again = b
-        .client
-        .post(format!("{}/assistant/runs/r-stop/stop", b.address))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(again.status(), 200);
-    assert_eq!(again.json::<Value>().await.unwrap()["status"], "ended");
+    assert_stop_after_the_end_is_a_no_op(&b, "r-stop").await;
 }
 
 #[tokio::test]
@@ -165,20 +147,7 @@ async fn a_run_read_only_on_b_goes_on_past_a_s_grace_period_and_one_read_nowhere
     assert_eq!(a.fake.disconnects(), 0);
 
     // Read nowhere: cancelled once the grace period is over, and B reads why.
-    a.fake
-        .push(Reply::Stall(vec![chunks::role(), chunks::text("Half")]));
-    let mut first = FrameReader::new(a.post_run("/", &run_body("t2", "r-gone", "Go")).await);
-    first.next().await.unwrap();
-    drop(first);
-    assert!(
-        a.fake.wait_for_disconnect(Duration::from_secs(5)).await,
-        "the upstream was closed once the grace period was over"
-    );
-    let replay = FrameReader::new(reconnect(&b, "r-gone", None).await)
-        .rest()
-        .await;
-    assert_stitched("r-gone", &replay);
-    assert_eq!(replay.last().unwrap().1["outcome"]["type"], "cancelled");
+    assert_a_run_read_nowhere_is_cancelled(&a, &b, "r-gone").await;
 }
 
 #[tokio::test]
@@ -412,26 +381,8 @@ async fn when_redis_stalls_the_owner_s_reader_gets_the_whole_run_and_b_s_reader_
     assert_eq!(seen_on_b[..prefix], seen_on_a[..prefix]);
 }
 
-/// Starts a run on `a` that stalls after its first text, and reads its first three frames.
-async fn start_stalled(a: &TestApp, run_id: &str) -> (FrameReader, Vec<crate::resumable::Frame>) {
-    a.fake
-        .push(Reply::Stall(vec![chunks::role(), chunks::text("Half")]));
-    let mut reader = FrameReader::new(a.post_run("/", &run_body(run_id, run_id, "Go")).await);
-    let mut frames = Vec::new();
-    while frames.len() < 3 {
-        frames.push(reader.next().await.unwrap());
-    }
-    (reader, frames)
-}
-
 async fn stop_on(b: &TestApp, run_id: &str) {
-    let stop = b
-        .client
-        .post(format!("{}/assistant/runs/{run_id}/stop", b.address))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(stop.status(), 202);
+    assert_eq!(request_stop(b, run_id).await.status(), 202);
 }
 
 #[tokio::test]

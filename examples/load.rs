@@ -75,9 +75,9 @@ struct Options {
     otlp_sink: bool,
 }
 
-impl Options {
-    fn parse() -> Result<Options, String> {
-        let mut options = Options {
+impl Default for Options {
+    fn default() -> Options {
+        Options {
             runs: 1000,
             chunks: 20,
             chunk_delay: Duration::from_millis(100),
@@ -90,7 +90,13 @@ impl Options {
             redis_url: None,
             telemetry: false,
             otlp_sink: false,
-        };
+        }
+    }
+}
+
+impl Options {
+    fn parse() -> Result<Options, String> {
+        let mut options = Options::default();
         let mut args = std::env::args().skip(1);
         while let Some(flag) = args.next() {
             match flag.as_str() {
@@ -199,20 +205,7 @@ fn run(options: &Options) -> Result<bool, Box<dyn std::error::Error>> {
         std::env::remove_var("OTEL_EXPORTER_OTLP_ENDPOINT");
         std::env::remove_var("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT");
     }
-    let mut settings = Settings::embedded_default()?;
-    settings.server.host = "127.0.0.1".into();
-    settings.server.port = 0;
-    // The default of 128 would refuse most of the load with 503: room for every run.
-    settings.server.limits.max_concurrent_runs = options.runs + 16;
-    settings.llm.provider = LlmProvider::Openai;
-    settings.llm.base_url = format!("http://{upstream}/v1");
-    settings.llm.api_key = "load-test".into();
-    settings.llm.max_retries = 0;
-    settings.threads.store = options.thread_store;
-    if let Some(url) = &options.redis_url {
-        settings.threads.redis_url = url.clone();
-    }
-    settings.telemetry.log_filter = "warn".into();
+    let settings = server_settings(options, upstream)?;
     let telemetry = options
         .telemetry
         .then(|| server_rt.block_on(async { agui_host::telemetry::init(&settings.telemetry) }));
@@ -225,15 +218,7 @@ fn run(options: &Options) -> Result<bool, Box<dyn std::error::Error>> {
     })?;
     let runs_in_flight = move || in_flight(&metrics.encode());
 
-    println!(
-        "agui-host load test: {} runs, {} chunks {} ms apart ({} server threads, threads.store \
-         {:?})",
-        options.runs,
-        options.chunks,
-        options.chunk_delay.as_millis(),
-        options.server_threads,
-        options.thread_store
-    );
+    print_header(options);
     // Warm up (connections, allocator arenas) so the baseline is a running server.
     let warm = client_rt.block_on(load(&address.to_string(), 8, 0, options.chunks))?;
     if warm.errors > 0 {
@@ -283,6 +268,41 @@ fn run(options: &Options) -> Result<bool, Box<dyn std::error::Error>> {
     drop(server_rt);
     drop(upstream_rt);
     Ok(ok)
+}
+
+/// The server under load: the embedded defaults against the fake upstream, on a free port, with
+/// room for every run and quiet logs.
+fn server_settings(
+    options: &Options,
+    upstream: std::net::SocketAddr,
+) -> Result<Settings, Box<dyn std::error::Error>> {
+    let mut settings = Settings::embedded_default()?;
+    settings.server.host = "127.0.0.1".into();
+    settings.server.port = 0;
+    // The default of 128 would refuse most of the load with 503: room for every run.
+    settings.server.limits.max_concurrent_runs = options.runs + 16;
+    settings.llm.provider = LlmProvider::Openai;
+    settings.llm.base_url = format!("http://{upstream}/v1");
+    settings.llm.api_key = "load-test".into();
+    settings.llm.max_retries = 0;
+    settings.threads.store = options.thread_store;
+    if let Some(url) = &options.redis_url {
+        settings.threads.redis_url = url.clone();
+    }
+    settings.telemetry.log_filter = "warn".into();
+    Ok(settings)
+}
+
+fn print_header(options: &Options) {
+    println!(
+        "agui-host load test: {} runs, {} chunks {} ms apart ({} server threads, threads.store \
+         {:?})",
+        options.runs,
+        options.chunks,
+        options.chunk_delay.as_millis(),
+        options.server_threads,
+        options.thread_store
+    );
 }
 
 /// What one phase needs: the options, the server's address and the client runtime.

@@ -261,6 +261,23 @@ impl ServerSettings {
                 self.max_stream_buffer_bytes
             )));
         }
+        self.validate_cors()?;
+        if self
+            .auth
+            .tokens
+            .iter()
+            .any(|t| t.is_empty() || !t.bytes().all(|b| b.is_ascii_graphic()))
+        {
+            return Err(SettingsError::Invalid(
+                "server.auth.tokens: a token must be non-empty printable ASCII without spaces"
+                    .into(),
+            ));
+        }
+        Ok(())
+    }
+
+    /// The CORS origins and headers: values a browser could actually send.
+    fn validate_cors(&self) -> Result<(), SettingsError> {
         let origins = &self.cors.allowed_origins;
         let any = origins.iter().any(|o| o == "*");
         if any && origins.len() > 1 {
@@ -297,17 +314,6 @@ impl ServerSettings {
                     "server.cors.allowed_headers: `{header}` is not a header name"
                 )));
             }
-        }
-        if self
-            .auth
-            .tokens
-            .iter()
-            .any(|t| t.is_empty() || !t.bytes().all(|b| b.is_ascii_graphic()))
-        {
-            return Err(SettingsError::Invalid(
-                "server.auth.tokens: a token must be non-empty printable ASCII without spaces"
-                    .into(),
-            ));
         }
         Ok(())
     }

@@ -26,7 +26,7 @@
 //!              tools of MCP servers (rmcp), their connections and child processes
 //! state        predictive state, pure: incremental partial JSON, arguments projected onto
 //!              state keys as minimal JSON Patch operations (a leaf)
-//! text         the id and truncation helpers every module shares (a leaf)
+//! text         the id, digest and truncation helpers every module shares (a leaf)
 //! threads      threads the server remembers: the store (memory, Redis), run leases, the
 //!              record of a run, the check of a client's history against it
 //! runs         the log of each run's SSE frames: replay after a cursor, follow live, stop;
@@ -41,7 +41,7 @@
 //! any module may use `text` (ids, truncation); `telemetry` uses only `settings`, and any module
 //! may use it for spans and trace context; `llm` uses only `settings` (and `telemetry`); `tools`
 //! uses `settings`; `threads` uses `protocol` and `settings`; `agent` uses `protocol`, `llm`,
-//! `state` and `tools`; `runs` uses `settings`; `http` uses `agent`, `protocol`, `threads` and
+//! `state` and `tools`; `runs` uses `settings` and `text`; `http` uses `agent`, `protocol`, `threads` and
 //! `runs`; `app` wires everything. The binary's `cli` uses the library's public API only.
 //!
 //! # How a run flows

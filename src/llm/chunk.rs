@@ -657,7 +657,8 @@ impl StreamDecoder {
     }
 
     fn drain_events(&mut self, out: &mut Vec<Result<LlmEvent, LlmError>>) {
-        let events = std::mem::take(&mut self.events);
+        // Taken for the loop and put back empty: its capacity serves the next fragment.
+        let mut events = std::mem::take(&mut self.events);
         for event in &events {
             let flow = self.parser.on_event(event, &mut self.produced);
             out.extend(self.produced.drain(..).map(Ok));
@@ -665,14 +666,16 @@ impl StreamDecoder {
                 Ok(Flow::Continue) => {}
                 Ok(Flow::Stop) => {
                     self.ended = true;
-                    return;
+                    break;
                 }
                 Err(error) => {
                     self.fail(error, out);
-                    return;
+                    break;
                 }
             }
         }
+        events.clear();
+        self.events = events;
     }
 
     fn fail(&mut self, error: LlmError, out: &mut Vec<Result<LlmEvent, LlmError>>) {

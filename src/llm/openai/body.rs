@@ -18,6 +18,9 @@ pub(crate) struct BodyReader<S> {
     body: S,
     mode: BodyMode,
     queue: VecDeque<Result<LlmEvent, LlmError>>,
+    /// What one read decodes to, before it joins the queue; kept so that its capacity serves
+    /// every read rather than growing from nothing on each.
+    decoded: Vec<Result<LlmEvent, LlmError>>,
     idle_timeout: Option<Duration>,
     /// Nothing more will be read; the queue may still hold items.
     done: bool,
@@ -54,6 +57,7 @@ where
             body,
             mode,
             queue: VecDeque::new(),
+            decoded: Vec::new(),
             idle_timeout,
             done: false,
         }
@@ -68,7 +72,7 @@ where
             if self.done {
                 return None;
             }
-            let mut out = Vec::new();
+            let mut out = std::mem::take(&mut self.decoded);
             match with_timeout(self.idle_timeout, self.body.next()).await {
                 Ok(Some(Ok(bytes))) => self.on_bytes(&bytes, &mut out),
                 Ok(Some(Err(cause))) => {
@@ -81,7 +85,8 @@ where
                 Ok(None) => self.on_end(None, &mut out),
                 Err(TimedOut) => self.on_idle(&mut out),
             }
-            self.queue.extend(out);
+            self.queue.extend(out.drain(..));
+            self.decoded = out;
         }
     }
 

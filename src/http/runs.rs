@@ -40,7 +40,7 @@ const PRESENCE_POLL: Duration = Duration::from_secs(1);
 /// The run log and what a disconnect does, shared by every handler.
 #[derive(Debug)]
 pub struct Resumable {
-    logs: RunLogs,
+    logs: Arc<RunLogs>,
     /// How long a run goes on with no reader: zero for `cancel`.
     grace: Duration,
     /// The log shared by replicas, with `threads.store = "redis"`.
@@ -64,8 +64,10 @@ impl Resumable {
             ThreadStoreKind::Memory => None,
             ThreadStoreKind::Redis => Some(shared_runs(settings).await?),
         };
+        let logs = Arc::new(RunLogs::new(LogLimits::from_settings(&settings.runs)));
+        logs.sweep_in_background();
         Ok(Some(Arc::new(Resumable {
-            logs: RunLogs::new(LogLimits::from_settings(&settings.runs)),
+            logs,
             grace,
             shared,
         })))

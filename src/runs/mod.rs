@@ -146,29 +146,54 @@ impl RunLogs {
     /// here stays readable by whoever holds it; new readers get 404.
     fn sweep(&self, index: &mut Index) {
         let now = Instant::now();
+        if index
+            .last_sweep
+            .is_none_or(|last| now.duration_since(last) >= SWEEP_INTERVAL)
+        {
+            self.drop_expired(index, now);
+        }
+        while index.runs.len() >= self.limits.max_runs {
+            let Some(oldest) = index.order.pop_front() else {
+                break;
+            };
+            index.runs.remove(&oldest);
+        }
+    }
+
+    /// Drops the runs expired at `now`, then the oldest while all runs together hold more than
+    /// `max_bytes`.
+    fn drop_expired(&self, index: &mut Index, now: Instant) {
         let Index {
             runs,
             order,
             last_sweep,
         } = index;
-        if last_sweep.is_none_or(|last| now.duration_since(last) >= SWEEP_INTERVAL) {
-            *last_sweep = Some(now);
-            runs.retain(|_, log| !log.expired(now, self.limits.ttl));
-            order.retain(|id| runs.contains_key(id));
-            let mut bytes: usize = runs.values().map(|log| log.bytes()).sum();
-            while bytes > self.limits.max_bytes {
-                let Some(log) = order.pop_front().and_then(|oldest| runs.remove(&oldest)) else {
-                    break;
-                };
-                bytes = bytes.saturating_sub(log.bytes());
-            }
-        }
-        while runs.len() >= self.limits.max_runs {
-            let Some(oldest) = order.pop_front() else {
+        *last_sweep = Some(now);
+        runs.retain(|_, log| !log.expired(now, self.limits.ttl));
+        order.retain(|id| runs.contains_key(id));
+        let mut bytes: usize = runs.values().map(|log| log.bytes()).sum();
+        while bytes > self.limits.max_bytes {
+            let Some(log) = order.pop_front().and_then(|oldest| runs.remove(&oldest)) else {
                 break;
             };
-            runs.remove(&oldest);
+            bytes = bytes.saturating_sub(log.bytes());
         }
+    }
+
+    /// Drops expired runs every [`SWEEP_INTERVAL`] even when no run opens, so that a server
+    /// gone quiet gives their memory back; the task ends when the logs are dropped.
+    pub fn sweep_in_background(self: &Arc<Self>) {
+        let logs = Arc::downgrade(self);
+        tokio::spawn(async move {
+            let mut ticks = tokio::time::interval(SWEEP_INTERVAL);
+            ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+            loop {
+                ticks.tick().await;
+                let Some(logs) = logs.upgrade() else { break };
+                let mut index = lock(&logs.runs);
+                logs.drop_expired(&mut index, Instant::now());
+            }
+        });
     }
 }
 

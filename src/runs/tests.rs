@@ -143,3 +143,16 @@ async fn a_log_that_breaks_off_tells_its_readers() {
         Some(Next::Broken)
     ));
 }
+
+#[tokio::test]
+async fn expired_runs_are_forgotten_while_no_run_opens() {
+    let logs = Arc::new(RunLogs::new(LogLimits {
+        ttl: Duration::ZERO,
+        ..limits()
+    }));
+    logs.sweep_in_background();
+    logs.open("r", "a", "s").unwrap().append(batch(1..=1), true);
+    assert_eq!(logs.len(), 1, "kept until a sweep");
+    tokio::time::sleep(SWEEP_INTERVAL + Duration::from_millis(300)).await;
+    assert_eq!(logs.len(), 0, "the background sweep dropped it");
+}

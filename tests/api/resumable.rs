@@ -207,12 +207,58 @@ pub(crate) fn slow_text(app: &TestApp) {
 #[tokio::test]
 async fn a_run_cut_mid_text_and_resumed_equals_the_uninterrupted_run() {
     let app = spawn_app(|_| {}).await;
+    cut_mid_text_and_resume(&app, &app).await;
+}
+
+/// A text answer started on `owner`, cut after its third delta, resumed on `reader`.
+pub(crate) async fn cut_mid_text_and_resume(owner: &TestApp, reader: &TestApp) {
     let mut contents = 0;
-    cut_and_resume(&app, &app, slow_text, |event| {
+    cut_and_resume(owner, reader, slow_text, |event| {
         contents += usize::from(event["type"] == "TEXT_MESSAGE_CONTENT");
         contents == 3
     })
     .await;
+}
+
+/// A predictive `update_recipe` call started on `owner`, cut after its second state delta,
+/// resumed on `reader` (both configured with [`predict_recipe`]).
+pub(crate) async fn cut_inside_a_predictive_call_and_resume(owner: &TestApp, reader: &TestApp) {
+    let mut deltas = 0;
+    cut_and_resume(
+        owner,
+        reader,
+        |app| {
+            app.fake
+                .push_call_then_text(("call_r", "update_recipe", RECIPE), "Saved.")
+        },
+        |event| {
+            deltas += usize::from(event["type"] == "STATE_DELTA");
+            deltas == 2
+        },
+    )
+    .await;
+}
+
+/// A transfer that needs approval started on `owner`, cut right after its call ends (before
+/// the interrupt), resumed on `reader`; the tool never runs.
+pub(crate) async fn cut_before_an_interrupt_and_resume(
+    owner: &TestApp,
+    reader: &TestApp,
+    service: &ToolService,
+) {
+    cut_and_resume(
+        owner,
+        reader,
+        |app| {
+            app.fake.push(Reply::Sse(chunks::tool_calls(
+                &[("call_t", "transfer_money", TRANSFER_ARGS)],
+                false,
+            )))
+        },
+        |event| event["type"] == "TOOL_CALL_END",
+    )
+    .await;
+    assert!(service.calls_of("transfer_money").is_empty());
 }
 
 pub(crate) const RECIPE: &str = r#"{"recipe": {"title": "Lettuce wraps", "ingredients": [{"name": "chicken", "amount": "2"}, {"name": "lettuce", "amount": "8 leaves"}], "instructions": ["Slice.", "Sear.", "Wrap."]}}"#;
@@ -234,39 +280,14 @@ pub(crate) fn predict_recipe(settings: &mut Settings) {
 #[tokio::test]
 async fn a_run_cut_inside_a_predictive_tool_call_and_resumed_equals_the_uninterrupted_run() {
     let app = spawn_app(predict_recipe).await;
-    let mut deltas = 0;
-    cut_and_resume(
-        &app,
-        &app,
-        |app| {
-            app.fake
-                .push_call_then_text(("call_r", "update_recipe", RECIPE), "Saved.")
-        },
-        |event| {
-            deltas += usize::from(event["type"] == "STATE_DELTA");
-            deltas == 2
-        },
-    )
-    .await;
+    cut_inside_a_predictive_call_and_resume(&app, &app).await;
 }
 
 #[tokio::test]
 async fn a_run_cut_just_before_its_interrupt_and_resumed_equals_the_uninterrupted_run() {
     let service = ToolService::start().await;
     let app = spawn_app(|s| with_tools(s, vec![transfer_tool(&service, false)])).await;
-    cut_and_resume(
-        &app,
-        &app,
-        |app| {
-            app.fake.push(Reply::Sse(chunks::tool_calls(
-                &[("call_t", "transfer_money", TRANSFER_ARGS)],
-                false,
-            )))
-        },
-        |event| event["type"] == "TOOL_CALL_END",
-    )
-    .await;
-    assert!(service.calls_of("transfer_money").is_empty());
+    cut_before_an_interrupt_and_resume(&app, &app, &service).await;
 }
 
 #[tokio::test]

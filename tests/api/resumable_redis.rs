@@ -12,14 +12,15 @@ use std::time::{Duration, Instant};
 use agui_host::settings::{OnDisconnect, Settings, ThreadStoreKind};
 use serde_json::{json, Value};
 
-use crate::approvals::{transfer_tool, with_tools, ToolService, TRANSFER_ARGS};
+use crate::approvals::{transfer_tool, with_tools, ToolService};
 use crate::fake_llm::{chunks, FakeLlm, Reply};
 use crate::helpers::*;
 use crate::redis_server::RedisServer;
 use crate::resumable::{
     assert_a_run_read_nowhere_is_cancelled, assert_error, assert_stitched,
-    assert_stop_after_the_end_is_a_no_op, cut_and_resume, events, predict_recipe, reconnect,
-    request_stop, run_body, slow_text, start_stalled, FrameReader, RECIPE,
+    assert_stop_after_the_end_is_a_no_op, cut_before_an_interrupt_and_resume,
+    cut_inside_a_predictive_call_and_resume, cut_mid_text_and_resume, events, predict_recipe,
+    reconnect, request_stop, run_body, start_stalled, FrameReader,
 };
 
 fn on_redis(redis: &RedisServer) -> impl Fn(&mut Settings) + '_ {
@@ -44,32 +45,14 @@ async fn replicas(redis: &RedisServer, configure: impl Fn(&mut Settings)) -> (Te
 async fn a_run_cut_mid_text_on_a_and_resumed_on_b_equals_the_uninterrupted_run() {
     let redis = RedisServer::start().await;
     let (a, b) = replicas(&redis, |_| {}).await;
-    let mut contents = 0;
-    cut_and_resume(&a, &b, slow_text, |event| {
-        contents += usize::from(event["type"] == "TEXT_MESSAGE_CONTENT");
-        contents == 3
-    })
-    .await;
+    cut_mid_text_and_resume(&a, &b).await;
 }
 
 #[tokio::test]
 async fn a_run_cut_inside_a_predictive_tool_call_on_a_and_resumed_on_b_equals_the_whole() {
     let redis = RedisServer::start().await;
     let (a, b) = replicas(&redis, predict_recipe).await;
-    let mut deltas = 0;
-    cut_and_resume(
-        &a,
-        &b,
-        |app| {
-            app.fake
-                .push_call_then_text(("call_r", "update_recipe", RECIPE), "Saved.")
-        },
-        |event| {
-            deltas += usize::from(event["type"] == "STATE_DELTA");
-            deltas == 2
-        },
-    )
-    .await;
+    cut_inside_a_predictive_call_and_resume(&a, &b).await;
 }
 
 #[tokio::test]
@@ -80,19 +63,7 @@ async fn a_run_cut_just_before_its_interrupt_on_a_and_resumed_on_b_equals_the_wh
         with_tools(s, vec![transfer_tool(&service, false)]);
     })
     .await;
-    cut_and_resume(
-        &a,
-        &b,
-        |app| {
-            app.fake.push(Reply::Sse(chunks::tool_calls(
-                &[("call_t", "transfer_money", TRANSFER_ARGS)],
-                false,
-            )))
-        },
-        |event| event["type"] == "TOOL_CALL_END",
-    )
-    .await;
-    assert!(service.calls_of("transfer_money").is_empty());
+    cut_before_an_interrupt_and_resume(&a, &b, &service).await;
 }
 
 #[tokio::test]

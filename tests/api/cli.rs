@@ -230,7 +230,7 @@ fn completions_are_printed_for_a_shell() {
 /// logged as a warning, not refused (an unknown key must not take a running service down).
 #[test]
 fn serve_applies_the_flags_over_the_environment_and_warns_of_unknown_keys() {
-    use std::io::{BufRead, BufReader};
+    use crate::helpers::wait_until_listening;
     use std::process::Stdio;
 
     let file = ConfigFile::new(
@@ -255,27 +255,11 @@ fn serve_applies_the_flags_over_the_environment_and_warns_of_unknown_keys() {
         .stderr(Stdio::null())
         .spawn()
         .expect("the server starts");
-    let stdout = child.stdout.take().expect("a piped stdout");
-    let (lines_tx, lines_rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-            if lines_tx.send(line).is_err() {
-                break;
-            }
-        }
-    });
-    let mut log = Vec::new();
-    let listening = loop {
-        match lines_rx.recv_timeout(std::time::Duration::from_secs(30)) {
-            Ok(line) if line.contains("agui-host listening") => break line,
-            Ok(line) => log.push(line),
-            Err(_) => break String::new(),
-        }
-    };
+    let (listening, log) = wait_until_listening(&mut child);
     let _ = child.kill();
     let _ = child.wait();
 
-    assert!(!listening.is_empty(), "the server listens; log: {log:#?}");
+    let listening = listening.unwrap_or_else(|| panic!("the server listens; log: {log:#?}"));
     let listening: serde_json::Value = serde_json::from_str(&listening).expect("a JSON log line");
     let address = listening["address"].as_str().expect("the address");
     assert!(

@@ -486,3 +486,32 @@ mod tests {
         parse_sse("event: message\ndata: {\"type\":\"A\"}\n\n");
     }
 }
+
+/// Waits (30 s at most) for a server process started with `APP_TELEMETRY__JSON=true` and a piped
+/// stdout to log that it listens. Returns that JSON log line, or `None` if it never came, and
+/// the lines logged before it.
+pub(crate) fn wait_until_listening(
+    child: &mut std::process::Child,
+) -> (Option<String>, Vec<String>) {
+    use std::io::BufRead;
+    let stdout = child.stdout.take().expect("a piped stdout");
+    let (lines_tx, lines_rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stdout)
+            .lines()
+            .map_while(Result::ok)
+        {
+            if lines_tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let mut before = Vec::new();
+    loop {
+        match lines_rx.recv_timeout(std::time::Duration::from_secs(30)) {
+            Ok(line) if line.contains("agui-host listening") => return (Some(line), before),
+            Ok(line) => before.push(line),
+            Err(_) => return (None, before),
+        }
+    }
+}

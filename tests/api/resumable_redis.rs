@@ -5,7 +5,6 @@
 //! `RUN_ERROR` `run_lost` within the lease time; a run read only on B is not cancelled by A's
 //! grace period, and one read nowhere is.
 
-use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -236,22 +235,8 @@ impl Process {
             .stderr(Stdio::null())
             .spawn()
             .expect("the server starts");
-        let stdout = child.stdout.take().expect("a piped stdout");
-        let (lines_tx, lines_rx) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                if lines_tx.send(line).is_err() {
-                    break;
-                }
-            }
-        });
-        let listening = loop {
-            match lines_rx.recv_timeout(Duration::from_secs(30)) {
-                Ok(line) if line.contains("agui-host listening") => break line,
-                Ok(_) => {}
-                Err(_) => panic!("the server did not start"),
-            }
-        };
+        let (listening, log) = wait_until_listening(&mut child);
+        let listening = listening.unwrap_or_else(|| panic!("the server did not start: {log:#?}"));
         let line: Value = serde_json::from_str(&listening).expect("a JSON log line");
         let address = format!("http://{}", line["address"].as_str().expect("an address"));
         Process { child, address }

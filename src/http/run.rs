@@ -5,7 +5,6 @@
 //! metrics ([`RunGuard`]), its deadline, and the shutdown token that ends it with `RUN_ERROR`
 //! `shutdown` once the grace period is over.
 
-use std::convert::Infallible;
 use std::panic::AssertUnwindSafe;
 use std::pin::Pin;
 use std::time::Duration;
@@ -207,11 +206,6 @@ impl Pump {
     /// Whether the terminal event has been written.
     pub(super) fn is_over(&self) -> bool {
         self.updates.is_none()
-    }
-
-    pub(super) async fn step(mut self) -> Option<(Result<Bytes, Infallible>, Pump)> {
-        let batch = self.next_batch().await?;
-        Some((Ok(batch), self))
     }
 
     /// The next body chunk: `RUN_STARTED` first, then whatever the next wake-up gives (several

@@ -211,8 +211,7 @@ async fn drive_run(
     let _broken = BreakOffOnDrop(Arc::clone(&log));
     let presence = shared.as_ref().map(SharedWriter::presence);
     let watchdog = tokio::spawn(stop_when_abandoned(Arc::clone(&log), grace, presence));
-    while let Some((Ok(batch), next)) = pump.step().await {
-        pump = next;
+    while let Some(batch) = pump.next_batch().await {
         if batch.as_ref() == KEEP_ALIVE_FRAME {
             continue;
         }

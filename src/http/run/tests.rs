@@ -42,7 +42,10 @@ fn event_stream(
     pump: Pump,
     _span: tracing::Span,
 ) -> impl futures_util::Stream<Item = Result<axum::body::Bytes, std::convert::Infallible>> {
-    stream::unfold(pump, Pump::step)
+    stream::unfold(pump, |mut pump| async move {
+        let batch = pump.next_batch().await?;
+        Some((Ok(batch), pump))
+    })
 }
 
 #[allow(clippy::unnecessary_wraps)] // an item of an agent stream, like the `Err`s beside it

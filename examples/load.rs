@@ -28,7 +28,9 @@
 #[path = "../tests/api/verify.rs"]
 mod verify;
 
-use std::convert::Infallible;
+#[path = "support/fake_upstream.rs"]
+mod fake_upstream;
+
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -41,7 +43,6 @@ use axum::http::header;
 use axum::response::Response;
 use axum::routing::post;
 use axum::Router;
-use futures_util::{stream, StreamExt};
 use serde_json::{json, Value};
 
 /// The allocator of the `agui-host` binary, so the memory figures are the server's.
@@ -653,52 +654,13 @@ async fn one_run(
 async fn start_fake_upstream(options: Options) -> std::io::Result<std::net::SocketAddr> {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let address = listener.local_addr()?;
-    let router = Router::new().route(
-        "/v1/chat/completions",
-        post(move || {
-            let options = options.clone();
-            async move { streamed_reply(&options) }
-        }),
-    );
+    let router = fake_upstream::router(options.chunks, options.chunk_delay);
     tokio::spawn(async move {
         if let Err(error) = axum::serve(listener, router).await {
             eprintln!("fake upstream: {error}");
         }
     });
     Ok(address)
-}
-
-fn streamed_reply(options: &Options) -> Response {
-    let chunk = |delta: Value, finish: Value| {
-        let chunk = json!({
-            "id": "chatcmpl-load",
-            "object": "chat.completion.chunk",
-            "created": 1,
-            "model": "load",
-            "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
-        });
-        Bytes::from(format!("data: {chunk}\n\n"))
-    };
-    let mut frames = vec![chunk(
-        json!({"role": "assistant", "content": ""}),
-        Value::Null,
-    )];
-    frames.extend(
-        (0..options.chunks).map(|i| chunk(json!({"content": format!("word{i} ")}), Value::Null)),
-    );
-    frames.push(chunk(json!({}), json!("stop")));
-    frames.push(Bytes::from_static(b"data: [DONE]\n\n"));
-    let delay = options.chunk_delay;
-    let body = stream::iter(frames.into_iter().enumerate()).then(move |(i, frame)| async move {
-        if i > 0 {
-            tokio::time::sleep(delay).await;
-        }
-        Ok::<_, Infallible>(frame)
-    });
-    Response::builder()
-        .header(header::CONTENT_TYPE, "text/event-stream")
-        .body(Body::from_stream(body))
-        .unwrap_or_default()
 }
 
 /// `agui_runs_in_flight` from the OpenMetrics text.

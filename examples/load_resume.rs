@@ -26,16 +26,12 @@
 #[path = "../tests/api/verify.rs"]
 mod verify;
 
-use std::convert::Infallible;
+#[path = "support/fake_upstream.rs"]
+mod fake_upstream;
+
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
-use axum::body::{Body, Bytes};
-use axum::http::header;
-use axum::response::Response;
-use axum::routing::post;
-use axum::Router;
-use futures_util::{stream, StreamExt};
 use serde_json::{json, Value};
 
 #[derive(Debug, Clone)]
@@ -144,62 +140,18 @@ fn main() -> ExitCode {
 // ---- The fake upstream ---------------------------------------------------------------------
 
 /// Serves the fake upstream until the process is killed: every chat completion streams
-/// `chunks` text deltas (`word0 word1 ...`), one per `chunk_delay`.
+/// `chunks` text deltas (`word0 word1 ...`), one per `chunk_delay` ([`fake_upstream`]).
 async fn serve_upstream(options: Options) -> Result<bool, String> {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
         .map_err(|e| e.to_string())?;
     let address = listener.local_addr().map_err(|e| e.to_string())?;
-    let router = Router::new().route(
-        "/v1/chat/completions",
-        post(move || {
-            let options = options.clone();
-            async move { streamed_reply(&options) }
-        }),
-    );
+    let router = fake_upstream::router(options.chunks, options.chunk_delay);
     println!("upstream http://{address}/v1");
     axum::serve(listener, router)
         .await
         .map_err(|e| e.to_string())?;
     Ok(true)
-}
-
-/// The answer the upstream streams, and so the text every run's deltas must add up to.
-fn scripted_text(chunks: usize) -> String {
-    (0..chunks).map(|i| format!("word{i} ")).collect()
-}
-
-fn streamed_reply(options: &Options) -> Response {
-    let chunk = |delta: Value, finish: Value| {
-        let chunk = json!({
-            "id": "chatcmpl-load",
-            "object": "chat.completion.chunk",
-            "created": 1,
-            "model": "load",
-            "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
-        });
-        Bytes::from(format!("data: {chunk}\n\n"))
-    };
-    let mut frames = vec![chunk(
-        json!({"role": "assistant", "content": ""}),
-        Value::Null,
-    )];
-    frames.extend(
-        (0..options.chunks).map(|i| chunk(json!({"content": format!("word{i} ")}), Value::Null)),
-    );
-    frames.push(chunk(json!({}), json!("stop")));
-    frames.push(Bytes::from_static(b"data: [DONE]\n\n"));
-    let delay = options.chunk_delay;
-    let body = stream::iter(frames.into_iter().enumerate()).then(move |(i, frame)| async move {
-        if i > 0 && !delay.is_zero() {
-            tokio::time::sleep(delay).await;
-        }
-        Ok::<_, Infallible>(frame)
-    });
-    Response::builder()
-        .header(header::CONTENT_TYPE, "text/event-stream")
-        .body(Body::from_stream(body))
-        .unwrap_or_default()
 }
 
 // ---- The load ------------------------------------------------------------------------------
@@ -215,7 +167,7 @@ async fn run_load(options: &Options) -> Result<bool, String> {
         client,
         urls: options.urls.clone(),
         agent,
-        expected_text: scripted_text(options.chunks),
+        expected_text: fake_upstream::scripted_text(options.chunks),
         hang_up_after: options.chunks.div_ceil(2),
     };
     if ctx.urls.len() > 1 {
@@ -680,7 +632,7 @@ mod tests {
             client: reqwest::Client::new(),
             urls: vec!["http://127.0.0.1:9".into()],
             agent: "assistant".into(),
-            expected_text: scripted_text(2),
+            expected_text: fake_upstream::scripted_text(2),
             hang_up_after: 1,
         }
     }

@@ -100,7 +100,7 @@ fn lost_frame(run_id: &str, seq: u64) -> Bytes {
             code: Some("run_lost".into()),
             usage: None,
         }),
-        timestamp: Some(crate::threads::now_millis()),
+        timestamp: Some(crate::protocol::now_millis()),
         raw_event: None,
         metadata: None,
     };

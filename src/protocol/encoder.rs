@@ -506,7 +506,9 @@ pub fn write_frame<T: Serialize>(event: &T, out: &mut Vec<u8>) -> Result<(), Enc
     Ok(())
 }
 
-fn now_millis() -> i64 {
+/// Now, in milliseconds since the Unix epoch: the AG-UI timestamp unit (an integer, as the
+/// clients require).
+pub fn now_millis() -> i64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))

@@ -9,7 +9,9 @@ mod events;
 mod input;
 
 pub use capabilities::*;
-pub use encoder::{write_frame, EncodeError, ProtocolVersion, RunEncoder, KEEP_ALIVE_FRAME};
+pub use encoder::{
+    now_millis, write_frame, EncodeError, ProtocolVersion, RunEncoder, KEEP_ALIVE_FRAME,
+};
 pub use events::*;
 pub use input::*;
 

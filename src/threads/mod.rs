@@ -167,15 +167,6 @@ impl Threads {
     }
 }
 
-/// Now, in milliseconds since the Unix epoch (the AG-UI timestamp unit).
-pub(crate) fn now_millis() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |elapsed| {
-            i64::try_from(elapsed.as_millis()).unwrap_or(i64::MAX)
-        })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -7,10 +7,10 @@ use std::collections::BTreeSet;
 
 use serde_json::Value;
 
-use super::{now_millis, ThreadRecord};
+use super::ThreadRecord;
 use crate::protocol::{
-    AssistantMessage, Content, EventBody, Interrupt, Message, TextRole, ToolCall, ToolMessage,
-    UserMessage,
+    now_millis, AssistantMessage, Content, EventBody, Interrupt, Message, TextRole, ToolCall,
+    ToolMessage, UserMessage,
 };
 
 /// See the module docs.

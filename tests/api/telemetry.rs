@@ -9,6 +9,7 @@ use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use agui_host::text::hex;
 use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::header;
@@ -128,10 +129,6 @@ fn string_array_attribute(attributes: &[KeyValue], key: &str) -> Vec<String> {
             .collect(),
         other => panic!("{key} is not an array: {other:?}"),
     }
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// The `agui-host` binary, configured only through its environment, on a random port.

@@ -275,6 +275,27 @@ fn children_of(pid: u32) -> Vec<u32> {
     children
 }
 
+/// Kills `pid` at once (SIGKILL), as a crash would.
+fn kill_hard(pid: u32) {
+    let killed = std::process::Command::new("kill")
+        .args(["-9", &pid.to_string()])
+        .status()
+        .unwrap();
+    assert!(killed.success(), "kill -9 {pid}");
+}
+
+/// `/ready`'s body once it answers `status` (a reconnection waits for its backoff).
+async fn ready_once_it_answers(app: &TestApp, status: u16) -> Value {
+    for _ in 0..200 {
+        let response = app.get("/ready").await;
+        if response.status() == status {
+            return response.json().await.unwrap();
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("/ready never answered {status}");
+}
+
 async fn wait_until(what: &str, mut condition: impl FnMut() -> bool) {
     for _ in 0..200 {
         if condition() {
@@ -409,10 +430,7 @@ async fn a_server_killed_mid_call_is_a_tool_error_then_restarted_for_the_next_ru
     );
     let killer = tokio::spawn(async move {
         tokio::time::sleep(Duration::from_millis(700)).await;
-        std::process::Command::new("kill")
-            .args(["-9", &pid.to_string()])
-            .status()
-            .unwrap();
+        kill_hard(pid);
     });
     let events = app.run_events("/", &input(vec![user("Go")])).await;
     killer.await.unwrap();
@@ -439,6 +457,45 @@ async fn a_server_killed_mid_call_is_a_tool_error_then_restarted_for_the_next_ru
     assert_well_formed(&events);
     assert!(result_of(&events, "call_2").contains("again"));
     mcp.shut_down().await;
+}
+
+#[tokio::test]
+async fn ready_is_503_naming_a_required_server_while_it_is_down_then_200_once_it_is_back() {
+    // The server starts only while a gate file is in its working directory: without the gate
+    // every restart fails, so it stays down until the gate is back.
+    let folder = std::env::temp_dir().join(format!("agui-host-mcp-gate-{}", std::process::id()));
+    std::fs::create_dir_all(&folder).unwrap();
+    let gate = folder.join("gate");
+    std::fs::write(&gate, "").unwrap();
+    let script = format!(
+        "test -e gate && exec '{}' stdio",
+        test_server_exe().display()
+    );
+    let mut gated = stdio("test", "sh", &["-c", &script]);
+    if let McpTransportSettings::Stdio { cwd, .. } = &mut gated.transport {
+        *cwd = Some(folder.clone());
+    }
+    let mcp = spawn_mcp_app(|s| with_servers(s, vec![gated])).await;
+    let app = &mcp.app;
+    assert_eq!(app.get("/ready").await.status(), 200);
+
+    let pid = mcp.mcp.child_pids()[0];
+    std::fs::remove_file(&gate).unwrap();
+    kill_hard(pid);
+    let down = ready_once_it_answers(app, 503).await;
+    assert_eq!(down["reason"], "mcp_server_down", "{down}");
+    assert_eq!(down["mcp_down"], json!(["assistant/test"]), "{down}");
+
+    std::fs::write(&gate, "").unwrap();
+    let ready = ready_once_it_answers(app, 200).await;
+    assert_eq!(ready["checks"]["mcp"], "ok", "{ready}");
+    assert!(mcp.mcp.child_pids().first().is_some_and(|p| *p != pid));
+    app.fake
+        .push_call_then_text(("call_1", "test__ping", "{}"), "Back.");
+    let events = app.run_events("/", &input(vec![user("Ping")])).await;
+    assert_eq!(result_of(&events, "call_1"), "pong", "usable again");
+    mcp.shut_down().await;
+    std::fs::remove_dir_all(&folder).unwrap();
 }
 
 #[tokio::test]

@@ -387,6 +387,76 @@ async fn an_is_error_result_reaches_the_model_as_a_tool_error() {
 }
 
 #[tokio::test]
+async fn a_stdio_server_gets_its_mapped_variables_and_no_other_variable_of_the_service() {
+    // Cargo sets CARGO_MANIFEST_DIR for this process: mapped under another name it must
+    // arrive; under its own name it must not (nor anything else off the allow-list).
+    let manifest_dir = std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets it for tests");
+    let mcp = spawn_mcp_app(|s| {
+        let mut server = everything();
+        if let McpTransportSettings::Stdio { env, .. } = &mut server.transport {
+            env.insert("MCP_PROBE".into(), "CARGO_MANIFEST_DIR".into());
+        }
+        with_servers(s, vec![server]);
+    })
+    .await;
+    let app = &mcp.app;
+    app.fake
+        .push_call_then_text(("call_1", "everything__get-env", "{}"), "Seen.");
+    let events = app.run_events("/", &input(vec![user("Env?")])).await;
+    assert_well_formed(&events);
+    let seen: Value = serde_json::from_str(&result_of(&events, "call_1")).unwrap();
+    assert_eq!(seen["MCP_PROBE"], manifest_dir.as_str(), "{seen}");
+    assert_eq!(
+        seen["PATH"],
+        std::env::var("PATH").unwrap().as_str(),
+        "inherited"
+    );
+    let allowed = [
+        "MCP_PROBE",
+        "PATH",
+        "HOME",
+        "USER",
+        "LOGNAME",
+        "SHELL",
+        "LANG",
+        "LC_ALL",
+        "LC_CTYPE",
+        "TZ",
+        "TMPDIR",
+        "TERM",
+    ];
+    let unexpected: Vec<&String> = seen
+        .as_object()
+        .unwrap()
+        .keys()
+        .filter(|name| !allowed.contains(&name.as_str()))
+        .collect();
+    assert!(unexpected.is_empty(), "not configured: {unexpected:?}");
+    mcp.shut_down().await;
+}
+
+#[tokio::test]
+async fn a_mapped_variable_that_is_not_set_stops_the_start_naming_it() {
+    let fake = FakeLlm::start().await;
+    let mut settings = test_settings(&fake);
+    let mut server = test_server();
+    if let McpTransportSettings::Stdio { env, .. } = &mut server.transport {
+        env.insert("TOKEN".into(), "AGUI_MCP_TEST_SURELY_UNSET".into());
+    }
+    with_servers(&mut settings, vec![server]);
+    let error = agui_host::app::App::build(settings)
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        error.contains("`test`")
+            && error.contains("`env.TOKEN`")
+            && error.contains("`AGUI_MCP_TEST_SURELY_UNSET`, which is not set"),
+        "{error}"
+    );
+}
+
+#[tokio::test]
 async fn a_call_that_outlives_the_tool_timeout_is_a_tool_error() {
     let mcp = spawn_mcp_app(|s| {
         assistant_of(s).tool_timeout_secs = 1;

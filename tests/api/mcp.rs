@@ -819,6 +819,31 @@ async fn progress_notifications_become_status_updates() {
 }
 
 #[tokio::test]
+async fn the_calls_of_one_model_turn_run_side_by_side() {
+    let mcp = spawn_mcp_app(|s| with_servers(s, vec![test_server()])).await;
+    let app = &mcp.app;
+    app.fake.push(Reply::Sse(chunks::tool_calls(
+        &[
+            ("call_1", "test__slow", r#"{"seconds": 1.5}"#),
+            ("call_2", "test__slow", r#"{"seconds": 1.5}"#),
+        ],
+        false,
+    )));
+    app.fake
+        .push(Reply::Sse(chunks::text_reply(&["Both done."])));
+    let started = std::time::Instant::now();
+    let events = app.run_events("/", &input(vec![user("Wait twice")])).await;
+    let took = started.elapsed();
+    assert_well_formed(&events);
+    for call in ["call_1", "call_2"] {
+        assert_eq!(result_of(&events, call), "slept 1.5 s");
+    }
+    // One after the other they take at least 3 s; side by side about 1.5 s.
+    assert!(took < Duration::from_millis(2700), "took {took:?}");
+    mcp.shut_down().await;
+}
+
+#[tokio::test]
 async fn a_changed_tool_list_is_picked_up_without_a_restart() {
     let server = test_server_over_http().await;
     let mcp = spawn_mcp_app(|s| with_servers(s, vec![http("test", &server.url)])).await;

@@ -362,21 +362,30 @@ async fn include_and_exclude_choose_the_tools_the_model_sees() {
 async fn an_is_error_result_reaches_the_model_as_a_tool_error() {
     let mcp = spawn_mcp_app(|s| with_servers(s, vec![everything()])).await;
     let app = &mcp.app;
-    // The server cannot fetch from a closed port: it answers with isError.
+    // The tool refuses an ftp URL with a message of its own, in a result with isError (a
+    // JSON-RPC error would reach the model worded as a refusal of the call instead).
     app.fake.push_call_then_text(
         (
             "call_1",
             "everything__gzip-file-as-resource",
-            r#"{"name": "x.gz", "data": "http://127.0.0.1:1/nothing", "outputType": "resource"}"#,
+            r#"{"name": "x.gz", "data": "ftp://127.0.0.1/x", "outputType": "resource"}"#,
         ),
         "That failed.",
     );
     let events = app.run_events("/", &input(vec![user("Zip it")])).await;
     assert_well_formed(&events);
-    let result: Value = serde_json::from_str(&result_of(&events, "call_1")).unwrap();
-    assert!(
-        result["error"].as_str().is_some_and(|e| !e.is_empty()),
-        "{result}"
+    let content = result_of(&events, "call_1");
+    let result: Value = serde_json::from_str(&content).unwrap();
+    assert_eq!(
+        result,
+        json!({"error": "Error processing file ftp://127.0.0.1/x: Unsupported URL protocol for \
+            ftp://127.0.0.1/x. Only http, https, and data URLs are supported."}),
+        "the server's own text, nothing else"
+    );
+    assert_eq!(
+        tool_message(app, 1, "call_1"),
+        content,
+        "the model reads it"
     );
     assert_eq!(
         last(&events)["type"],

@@ -935,6 +935,22 @@ fn the_mcp_example_pins_the_tested_reference_server() {
             .any(|a| *a == format!("@modelcontextprotocol/server-everything@{tested}")),
         "{args:?} runs the version the tests use ({tested})"
     );
+    // Every package npx fetches names its version: an unpinned one changes under the user.
+    for server in &agent.mcp_servers {
+        let McpTransportSettings::Stdio { command, args, .. } = &server.transport else {
+            continue;
+        };
+        if command != "npx" {
+            continue;
+        }
+        let package = args.iter().find(|a| !a.starts_with('-')).unwrap();
+        assert!(
+            package
+                .rsplit_once('@')
+                .is_some_and(|(name, version)| !name.is_empty() && !version.is_empty()),
+            "{package} is pinned"
+        );
+    }
     let approvals = agui_host::agent::approval::ApprovalPolicies::for_agent(agent).unwrap();
     assert!(approvals.requires_approval("files__write_file", &json!({})));
     assert!(!approvals.requires_approval("everything__echo", &json!({})));

@@ -5,8 +5,8 @@
 //! deltas and no artificial delay (except between the steps of a progress tool):
 //! - after a tool result (the last message is a `Tool` message), a sentence quoting it, unless
 //!   the answered call reported progress (an array of `{status}` items whose schema allows
-//!   `"completed"`, such as the demo's `update_steps`) with items still to do: then the same
-//!   tool again with the next item completed;
+//!   `"completed"`, such as the demo's `generate_task_steps_generative_ui`) with items still
+//!   to do: then the same tool again with the next item completed;
 //! - when the last user message names one of the request's tools, a call to that tool; a tool
 //!   is named by its exact name, or else by a word of its name after the leading verb
 //!   (`background` for `change_background`, `weather`, `haiku`, `steps` or `plan`, `recipe`,

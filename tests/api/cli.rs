@@ -191,6 +191,7 @@ parameters = { type = "objekt" }
             "agents.assistant",
             "tool `lookup`",
             "not a valid JSON Schema",
+            file.path(),
         ],
     );
 }

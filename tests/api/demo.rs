@@ -5,6 +5,7 @@
 use agui_host::settings::LlmProvider;
 use serde_json::{json, Value};
 
+use crate::fake_llm::{chunks, Reply};
 use crate::helpers::*;
 use crate::verify::{assert_0x_compatible, assert_well_formed};
 
@@ -199,6 +200,7 @@ async fn agentic_generative_ui_publishes_steps_then_completes_them_one_by_one() 
     );
     assert_well_formed(&events);
     assert_eq!(last(&events)["outcome"]["type"], "success");
+    call_named(&events, "generate_task_steps_generative_ui", 4);
     // The state after each state event, as the page sees it.
     let mut state = json!({});
     let mut seen = Vec::new();
@@ -277,7 +279,7 @@ async fn shared_state_writes_the_recipe_into_the_state() {
         )
         .await;
     assert_well_formed(&events);
-    let (_, arguments) = call_named(&events, "update_recipe", 4);
+    let (_, arguments) = call_named(&events, "generate_recipe", 4);
     let delta = the(&events, "STATE_DELTA");
     assert_eq!(delta["delta"][0]["op"], "add");
     assert_eq!(delta["delta"][0]["path"], "/recipe");
@@ -295,6 +297,130 @@ async fn shared_state_writes_the_recipe_into_the_state() {
     assert_eq!(names, ["Chicken breast", "Chili powder", "Salt"]);
     assert_eq!(recipe["instructions"].as_array().unwrap().len(), 3);
     assert!(text_of(&events).contains("Recipe updated."));
+}
+
+// ---- The dojo's recorded model fixtures ---------------------------------------------------------
+// The dojo's Playwright specs replace the model with recorded fixtures that fire on the tool
+// names and argument shapes of its LLM-backed integration examples; these replay such calls
+// through the fake upstream.
+
+/// The upstream tool named `name` in the request `upstream_body`, as the fixtures match it.
+#[track_caller]
+fn upstream_tool<'a>(upstream_body: &'a Value, name: &str) -> &'a Value {
+    upstream_body["tools"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|t| t["function"]["name"] == name)
+        .unwrap_or_else(|| panic!("a {name} tool in {upstream_body}"))
+}
+
+/// The text of the upstream message that carries the client's state block.
+#[track_caller]
+fn state_block(upstream_body: &Value) -> String {
+    upstream_body["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(content_text)
+        .find(|text| text.contains("</state>"))
+        .unwrap_or_else(|| panic!("a state block in {upstream_body}"))
+}
+
+#[tokio::test]
+async fn shared_state_takes_the_dojo_fixtures_nested_generate_recipe_call_into_the_next_run() {
+    let app = spawn_app(|_| {}).await;
+    // A complete recipe as the fixtures write it: every field, `changes` included.
+    let recipe = json!({
+        "title": "Garlic Pasta", "skill_level": "Intermediate", "special_preferences": [],
+        "cooking_time": "45 min", "changes": "",
+        "ingredients": [{"icon": "🍝", "name": "Pasta", "amount": "400g"},
+                        {"icon": "🧄", "name": "Garlic", "amount": "6 cloves"}],
+        "instructions": ["Cook the pasta", "Fry the garlic in oil", "Toss and serve"]
+    });
+    let arguments = json!({"recipe": recipe}).to_string();
+    app.fake.push_call_then_text(
+        ("call_generate_recipe", "generate_recipe", &arguments),
+        "Here is a garlic pasta.",
+    );
+    let ask = vec![user("Give me a pasta recipe")];
+    let events = app.run_events("/shared_state", &input(ask.clone())).await;
+    assert_well_formed(&events);
+
+    // What the fixtures' predicates look for: the name and a nested `recipe` parameter.
+    let first = &app.upstream_bodies()[0];
+    let parameters = &upstream_tool(first, "generate_recipe")["function"]["parameters"];
+    assert_eq!(parameters["required"], json!(["recipe"]));
+    assert!(parameters["properties"]["recipe"]["properties"]["changes"].is_object());
+    assert_eq!(
+        of_type(&events, "TOOL_CALL_RESULT")[0]["content"],
+        "Recipe updated."
+    );
+    let state = apply_state(json!({}), &events);
+    assert_eq!(state, json!({"recipe": recipe}));
+
+    // The page adds an ingredient and asks about the ingredients: the model reads the edited
+    // recipe from the state it is sent, not the one in the call it made.
+    let mut edited = state.clone();
+    edited["recipe"]["ingredients"]
+        .as_array_mut()
+        .unwrap()
+        .push(json!({"icon": "🥔", "name": "Potatoes", "amount": "12"}));
+    app.fake.push(Reply::Sse(chunks::text_reply(&[
+        "Pasta, garlic, potatoes.",
+    ])));
+    let mut history = crate::approvals::client_history(&ask, &events);
+    history.push(user("What are the ingredients?"));
+    let next = with(input(history), "state", edited);
+    let events = app.run_events("/shared_state", &next).await;
+    assert_eq!(last(&events)["type"], "RUN_FINISHED");
+    let block = state_block(&app.upstream_bodies()[2]);
+    assert!(block.contains("Potatoes"), "{block}");
+}
+
+#[tokio::test]
+async fn agentic_generative_ui_takes_the_dojo_fixtures_generate_task_steps_generative_ui_call() {
+    let app = spawn_app(|_| {}).await;
+    let steps = json!([
+        {"description": "Gathering ingredients", "status": "pending"},
+        {"description": "Mixing the batter", "status": "pending"},
+        {"description": "Baking for 25 minutes", "status": "pending"}
+    ]);
+    let arguments = json!({"steps": steps}).to_string();
+    app.fake.push_call_then_text(
+        (
+            "call_steps",
+            "generate_task_steps_generative_ui",
+            &arguments,
+        ),
+        "Done.",
+    );
+    let events = app
+        .run_events(
+            "/agentic_generative_ui",
+            &input(vec![user("Give me a plan to make brownies")]),
+        )
+        .await;
+    assert_well_formed(&events);
+
+    let first = &app.upstream_bodies()[0];
+    let parameters =
+        &upstream_tool(first, "generate_task_steps_generative_ui")["function"]["parameters"];
+    assert_eq!(parameters["required"], json!(["steps"]));
+    assert_eq!(
+        parameters["properties"]["steps"]["items"]["required"],
+        json!(["description", "status"])
+    );
+    assert_eq!(
+        of_type(&events, "TOOL_CALL_RESULT")[0]["content"],
+        "Steps updated."
+    );
+    assert_eq!(apply_state(json!({}), &events), json!({"steps": steps}));
+    assert_eq!(
+        app.upstream_bodies().len(),
+        2,
+        "the answer follows the steps"
+    );
 }
 
 #[tokio::test]

@@ -294,6 +294,10 @@ async fn a_run_with_a_tool_call_exports_one_trace_continuing_the_callers() {
 fn assert_tool_span(tool: &Span, run: &Span, model_calls: &[&Span]) {
     assert_eq!(tool.parent_span_id, run.span_id);
     assert_eq!(
+        string_attribute(&tool.attributes, "gen_ai.tool.name").as_deref(),
+        Some("get_weather")
+    );
+    assert_eq!(
         string_attribute(&tool.attributes, "gen_ai.tool.call.id").as_deref(),
         Some("call_w1")
     );
@@ -513,6 +517,29 @@ async fn an_approval_is_an_event_of_the_run_that_asks_and_of_the_run_that_resume
         .find(|s| s.name == "execute_tool cancel_subscription")
         .expect("the approved call runs in the second run");
     assert_eq!(tool.parent_span_id, second.span_id);
+}
+
+#[tokio::test]
+#[cfg_attr(not(feature = "otel"), ignore = "built without the otel feature")]
+async fn the_always_off_sampler_exports_no_span_even_for_a_sampled_caller() {
+    let receiver = Receiver::default();
+    let endpoint = receiver.start().await;
+    let fake = FakeLlm::start().await;
+    fake.push(Reply::Sse(chunks::text_reply(&["Hi."])));
+    let env = [
+        ("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint.as_str()),
+        ("OTEL_TRACES_SAMPLER", "always_off"),
+    ];
+    let server = Server::start(&fake, &env).await;
+    // The caller's `traceparent` says sampled: the default, parent-based sampler would export.
+    let events = post_traced_run(&server, "/", &input(vec![user("Hello")])).await;
+    assert_eq!(last(&events)["type"], "RUN_FINISHED");
+    let server_log = server.stop().await;
+    let names: Vec<String> = receiver.spans().into_iter().map(|(_, s)| s.name).collect();
+    assert!(
+        names.is_empty(),
+        "{names:?}; the server's log:\n{server_log}"
+    );
 }
 
 /// The same receiver over gRPC (the `TraceService` of the OTLP protobuf definitions).

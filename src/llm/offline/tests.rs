@@ -383,7 +383,7 @@ fn long_arguments_stream_in_many_fragments() {
 #[test]
 fn progress_tools_are_called_until_every_step_is_completed() {
     let steps = tool(
-        "update_steps",
+        "generate_task_steps_generative_ui",
         json!({"type": "object", "required": ["steps"], "properties": {"steps": {"type": "array", "items": {"type": "object", "properties": {"description": {"type": "string"}, "status": {"type": "string", "enum": ["pending", "completed"]}}}}}}),
     );
     let mut messages = vec![ChatMessage::user_text("Plan a party")];
@@ -398,7 +398,7 @@ fn progress_tools_are_called_until_every_step_is_completed() {
             break;
         }
         let (name, arguments) = call_of(&events);
-        assert_eq!(name, "update_steps");
+        assert_eq!(name, "generate_task_steps_generative_ui");
         statuses.push(
             arguments["steps"]
                 .as_array()

@@ -5,6 +5,8 @@
 //! - `cancelled_calls {}`: how many `slow` calls were cancelled;
 //! - `plan {title, steps}`: answers `structuredContent` (a plan with steps), for state rules;
 //! - `add_tool {name}`: adds a tool `name` and sends `notifications/tools/list_changed`;
+//! - `stall_listing {}`: sends `notifications/tools/list_changed`, then never answers a
+//!   `tools/list` again (a server that hangs);
 //! - `whoami {}`: the `x-agui-*` headers of the HTTP request that carried the call;
 //! - `ping {}`: answers `pong` (the benchmark's call).
 //!
@@ -12,7 +14,7 @@
 //! `-- http` serves streamable HTTP on a free local port and prints `http://127.0.0.1:<port>/mcp`
 //! as its first line.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -26,6 +28,9 @@ use serde_json::{json, Map, Value};
 
 /// Calls of `slow` that were cancelled, in this process.
 static CANCELLED: AtomicUsize = AtomicUsize::new(0);
+
+/// Set by `stall_listing`: `tools/list` never answers from then on.
+static LISTING_STALLED: AtomicBool = AtomicBool::new(false);
 
 #[derive(Clone, Default)]
 struct TestServer {
@@ -70,6 +75,11 @@ impl TestServer {
                 schema(
                     json!({"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]}),
                 ),
+            ),
+            Tool::new(
+                "stall_listing",
+                "Stops answering tools/list after announcing a change",
+                empty(),
             ),
             Tool::new("whoami", "The identity headers of the call", empty()),
             Tool::new("ping", "Answers pong", empty()),
@@ -125,6 +135,9 @@ impl ServerHandler for TestServer {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
+        if LISTING_STALLED.load(Ordering::SeqCst) {
+            std::future::pending::<()>().await;
+        }
         Ok(ListToolsResult::with_all_items(self.tools()))
     }
 
@@ -160,6 +173,11 @@ impl ServerHandler for TestServer {
                 self.added.lock().unwrap().push(name.clone());
                 let _ = context.peer.notify_tool_list_changed().await;
                 text(format!("added {name}"))
+            }
+            "stall_listing" => {
+                LISTING_STALLED.store(true, Ordering::SeqCst);
+                let _ = context.peer.notify_tool_list_changed().await;
+                text("listing stalled".into())
             }
             "whoami" => {
                 let headers: Map<String, Value> = context

@@ -882,6 +882,34 @@ async fn a_changed_tool_list_is_picked_up_without_a_restart() {
     mcp.shut_down().await;
 }
 
+#[tokio::test]
+async fn a_server_that_never_answers_a_relisting_keeps_its_tools_and_does_not_hold_shutdown() {
+    let mut server = test_server();
+    server.connect_timeout_secs = 1;
+    let mcp = spawn_mcp_app(|s| with_servers(s, vec![server])).await;
+    let app = &mcp.app;
+    app.fake
+        .push_call_then_text(("call_1", "test__stall_listing", "{}"), "Stalled.");
+    let events = app.run_events("/", &input(vec![user("Stall")])).await;
+    assert_eq!(result_of(&events, "call_1"), "listing stalled");
+
+    // The re-listing the server announced never answers: after connect_timeout_secs the
+    // previous tools stay, and they still work.
+    tokio::time::sleep(Duration::from_millis(1_500)).await;
+    app.fake
+        .push_call_then_text(("call_2", "test__ping", "{}"), "Pinged.");
+    let events = app.run_events("/", &input(vec![user("Ping")])).await;
+    assert_eq!(result_of(&events, "call_2"), "pong");
+
+    // Another announcement leaves a listing pending at shutdown, which must not wait for it.
+    app.fake
+        .push_call_then_text(("call_3", "test__stall_listing", "{}"), "Stalled.");
+    app.run_events("/", &input(vec![user("Stall again")])).await;
+    tokio::time::timeout(Duration::from_secs(10), mcp.shut_down())
+        .await
+        .expect("shutdown waited for a tools/list that never answers");
+}
+
 // ---- No orphans ----------------------------------------------------------------------------
 
 #[tokio::test]

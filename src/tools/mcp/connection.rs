@@ -138,17 +138,32 @@ pub(super) async fn serve(server: &Arc<McpServer>, live: Live) -> bool {
                 return true;
             }
             () = server.list_changed.notified() => {
-                match list_tools(server, &peer).await {
-                    Ok(()) => tracing::info!(
-                        agent = %server.agent, server = %server.settings.name,
-                        tools = server.current_tool_count(),
-                        "MCP tool list changed"
+                // Bounded, and given up at shutdown: a server that never answers this listing
+                // would otherwise hold the loop, and with it the service's shutdown, forever.
+                let timeout = Duration::from_secs(server.settings.connect_timeout_secs);
+                let listed = tokio::select! {
+                    listed = tokio::time::timeout(timeout, list_tools(server, &peer)) => listed,
+                    () = server.shutdown.cancelled() => continue,
+                };
+                let failure = match listed {
+                    Ok(Ok(())) => {
+                        tracing::info!(
+                            agent = %server.agent, server = %server.settings.name,
+                            tools = server.current_tool_count(),
+                            "MCP tool list changed"
+                        );
+                        continue;
+                    }
+                    Ok(Err(message)) => message,
+                    Err(_) => format!(
+                        "no answer within connect_timeout_secs ({})",
+                        timeout.as_secs()
                     ),
-                    Err(message) => tracing::warn!(
-                        agent = %server.agent, server = %server.settings.name, %message,
-                        "MCP tool list could not be refreshed; keeping the previous one"
-                    ),
-                }
+                };
+                tracing::warn!(
+                    agent = %server.agent, server = %server.settings.name, message = %failure,
+                    "MCP tool list could not be refreshed; keeping the previous one"
+                );
             }
         }
     }

@@ -564,6 +564,47 @@ async fn redis_gone_is_a_clear_503_before_any_stream() {
     assert_eq!(response.status(), 503);
 }
 
+/// Across replicas a superseded run learns of it only at its next lease renewal (a third of
+/// the lease TTL later); if it ends before then, its save must still be refused, or its stale
+/// record would replace the newer run's.
+#[tokio::test]
+async fn redis_a_run_superseded_on_another_replica_cannot_overwrite_the_newer_record() {
+    let redis = Backend::redis().await;
+    let supersede = |settings: &mut Settings| {
+        settings.threads.on_concurrent_run = ConcurrentRunPolicy::Supersede
+    };
+    let one = redis.app(supersede).await;
+    let two = redis.app(supersede).await;
+    one.fake.push(slow_reply());
+    two.fake
+        .push(Reply::Sse(chunks::text_reply(&["The newer answer."])));
+    let mut older = EventReader::new(one.post_run("/", &input(vec![user("Hi")])).await);
+    assert_eq!(older.next().await.unwrap()["type"], "RUN_STARTED");
+    let newer = two
+        .run_events("/", &run_input("r2", vec![user("Never mind, this")]))
+        .await;
+    assert_well_formed(&newer);
+
+    // The older run ends well inside its renewal window, so it never hears it was superseded.
+    let mut events = Vec::new();
+    while let Some(event) = older.next().await {
+        events.push(event);
+    }
+    assert_eq!(
+        last(&events)["type"],
+        "RUN_FINISHED",
+        "{:?}",
+        types(&events)
+    );
+
+    let thread: Value = get_thread(&one, &[], "t1").await.json().await.unwrap();
+    assert_eq!(thread["lastRunId"], "r2", "{thread}");
+    let messages = thread["messages"].as_array().unwrap();
+    assert_eq!(messages.len(), 2, "{thread}");
+    assert_eq!(messages[0]["content"], "Never mind, this");
+    assert_eq!(messages[1]["content"], "The newer answer.");
+}
+
 #[tokio::test]
 async fn redis_a_restart_keeps_every_thread() {
     let redis = Backend::redis().await;

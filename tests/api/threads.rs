@@ -126,6 +126,7 @@ async fn hydrate_after_a_finished_run_then_continue(backend: Backend) {
     let mut body = input(vec![question.clone()]);
     body["state"] = json!({"mood": "calm"});
     assert_well_formed(&app.run_events("/", &body).await);
+    let first: Value = get_thread(&app, &[], "t1").await.json().await.unwrap();
 
     // A fresh client with only the thread id.
     let events = app.run_events("/", &run_input("r2", vec![])).await;
@@ -165,6 +166,19 @@ async fn hydrate_after_a_finished_run_then_continue(backend: Backend) {
     assert_eq!(thread["messages"].as_array().unwrap().len(), 4, "{thread}");
     assert_eq!(thread["lastRunId"], "r3");
     assert_eq!(thread["state"], json!({"mood": "calm"}));
+    assert_eq!(
+        thread["createdAt"], first["createdAt"],
+        "a thread is created once"
+    );
+    let updated = |record: &Value| record["updatedAt"].as_i64().expect("updatedAt");
+    assert!(
+        updated(&first) >= first["createdAt"].as_i64().unwrap(),
+        "{first}"
+    );
+    assert!(
+        updated(&thread) >= updated(&first),
+        "updatedAt went backwards: {first} then {thread}"
+    );
 }
 
 async fn hydrate_after_an_interrupt_and_an_approval_runs_once(backend: Backend) {

@@ -61,7 +61,6 @@ pub(super) enum Prepared {
 #[derive(Debug)]
 pub(super) struct ThreadRun {
     threads: Arc<Threads>,
-    key: ThreadKey,
     lease: Lease,
     pub(super) recorder: ThreadRecorder,
 }
@@ -107,7 +106,6 @@ pub(super) async fn prepare(
     );
     Ok(Prepared::Run(Box::new(ThreadRun {
         threads: Arc::clone(threads),
-        key,
         lease,
         recorder,
     })))
@@ -177,12 +175,19 @@ impl ThreadRun {
     }
 
     /// Saves what the client holds now and frees the thread. A run that lost its lease saves
-    /// nothing: its successor's record wins.
+    /// nothing: its successor's record wins. The store checks the lease again as it writes,
+    /// since a run superseded on another replica may not have heard of it yet.
     pub(super) async fn finish(self) {
         if !self.lease.lost().is_cancelled() {
             let record = self.recorder.finish();
-            if let Err(error) = self.threads.store.save(&self.key, &record).await {
-                tracing::warn!(%error, "could not save the thread");
+            match self.threads.store.save(&self.lease, &record).await {
+                Ok(()) => {}
+                Err(StoreError::LeaseLost) => tracing::warn!(
+                    thread_id = %self.lease.key().thread_id,
+                    run_id = %record.last_run_id,
+                    "a newer run took the thread before this one saved; its record is not saved"
+                ),
+                Err(error) => tracing::warn!(%error, "could not save the thread"),
             }
         }
         self.lease.release().await;

@@ -2,7 +2,11 @@
 //! a map; with Redis it is `SET agui:lease:<digest> <random token> NX PX <ttl>`, renewed and
 //! released by scripts that compare the token first (so a run that lost its lease can never
 //! extend or free its successor's), which makes it hold across processes. A renewal that fails
-//! cancels the run's `lost` token: the run stops rather than go on unguarded. Release is an
+//! cancels the run's `lost` token: the run stops rather than go on unguarded. The lease is
+//! also the fence on the thread's record: a store saves only while the lease still holds the
+//! thread ([`Lease::while_held`] in one process, the same token check inside the Redis save
+//! script), so a run superseded on another replica, which hears of it only at its next
+//! renewal, can never overwrite its successor's record. Release is an
 //! explicit `await` at the end of a run; a dropped lease only schedules it, and the TTL covers
 //! a crashed process.
 
@@ -148,18 +152,19 @@ impl Leases {
     }
 }
 
-impl RedisLeases {
-    fn key(key: &ThreadKey) -> String {
-        format!("agui:lease:{}", key.digest())
-    }
+/// The Redis key holding the token of the run that has `key`'s thread.
+pub(super) fn redis_key(key: &ThreadKey) -> String {
+    format!("agui:lease:{}", key.digest())
+}
 
+impl RedisLeases {
     fn ttl_ms(&self) -> u64 {
         u64::try_from(self.ttl.as_millis()).unwrap_or(u64::MAX)
     }
 
     async fn take(&self, key: &ThreadKey, token: &str, supersede: bool) -> Result<(), LeaseError> {
         let mut command = redis::cmd("SET");
-        command.arg(Self::key(key)).arg(token);
+        command.arg(redis_key(key)).arg(token);
         if !supersede {
             command.arg("NX");
         }
@@ -182,7 +187,7 @@ impl RedisLeases {
     ) -> tokio::task::AbortHandle {
         let task = tokio::spawn(async move {
             let script = Script::new(RENEW);
-            let redis_key = Self::key(&key);
+            let lease_key = redis_key(&key);
             loop {
                 tokio::select! {
                     () = lost.cancelled() => return,
@@ -190,7 +195,7 @@ impl RedisLeases {
                 }
                 let mut connection = self.connection.clone();
                 let renewed: Result<i64, _> = script
-                    .key(&redis_key)
+                    .key(&lease_key)
                     .arg(&token)
                     .arg(self.ttl_ms())
                     .invoke_async(&mut connection)
@@ -212,7 +217,7 @@ impl RedisLeases {
     async fn release(&self, key: &ThreadKey, token: &str) {
         let mut connection = self.connection.clone();
         let released: Result<i64, _> = Script::new(RELEASE)
-            .key(Self::key(key))
+            .key(redis_key(key))
             .arg(token)
             .invoke_async(&mut connection)
             .await;
@@ -224,6 +229,27 @@ impl RedisLeases {
 }
 
 impl Lease {
+    /// The thread this lease holds.
+    pub fn key(&self) -> &ThreadKey {
+        &self.key
+    }
+
+    /// What identifies this run's hold on the thread (in Redis, the lease key's value).
+    pub(super) fn token(&self) -> &str {
+        &self.token
+    }
+
+    /// Runs `write` only if this lease still holds its thread in this process, with the
+    /// process's leases locked, so no run can supersede this one between the check and the
+    /// write; `None` when it no longer holds it.
+    pub(super) fn while_held<T>(&self, write: impl FnOnce() -> T) -> Option<T> {
+        let local = self.leases.lock();
+        let held = local
+            .get(&self.key)
+            .is_some_and(|holder| holder.token == self.token);
+        held.then(write)
+    }
+
     /// Cancelled when the run must stop: superseded, or the lease could not be renewed.
     pub fn lost(&self) -> &CancellationToken {
         &self.lost

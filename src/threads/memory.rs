@@ -1,6 +1,7 @@
 //! The in-process thread store: bounded by thread count and by bytes, with a time to live,
 //! evicting the least recently used thread first. Records are kept serialized, so the byte
-//! bound counts what is really held and a load hands out a private copy.
+//! bound counts what is really held and a load hands out a private copy. A save is written
+//! with the process's leases locked and only while the saving run's lease holds the thread.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -9,7 +10,7 @@ use std::time::Duration;
 use futures_util::future::{BoxFuture, FutureExt};
 use tokio::time::Instant;
 
-use super::{StoreError, ThreadKey, ThreadRecord, ThreadStore};
+use super::{Lease, StoreError, ThreadKey, ThreadRecord, ThreadStore};
 
 /// See the module docs.
 #[derive(Debug)]
@@ -142,12 +143,16 @@ impl ThreadStore for MemoryStore {
 
     fn save<'a>(
         &'a self,
-        key: &'a ThreadKey,
+        lease: &'a Lease,
         record: &'a ThreadRecord,
     ) -> BoxFuture<'a, Result<(), StoreError>> {
         let result = serde_json::to_vec(record)
             .map_err(StoreError::Encode)
-            .and_then(|data| self.save_now(key, data.into()));
+            .and_then(|data| {
+                lease
+                    .while_held(|| self.save_now(lease.key(), data.into()))
+                    .unwrap_or(Err(StoreError::LeaseLost))
+            });
         std::future::ready(result).boxed()
     }
 
@@ -160,6 +165,7 @@ impl ThreadStore for MemoryStore {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::threads::Leases;
 
     fn key(thread_id: &str) -> ThreadKey {
         ThreadKey {
@@ -182,10 +188,37 @@ mod tests {
         }
     }
 
+    /// Saves under a lease of its own, as a run does.
+    async fn save(
+        store: &MemoryStore,
+        thread_id: &str,
+        record: &ThreadRecord,
+    ) -> Result<(), StoreError> {
+        let lease = Leases::local()
+            .acquire(&key(thread_id), false)
+            .await
+            .unwrap();
+        store.save(&lease, record).await
+    }
+
+    #[tokio::test]
+    async fn a_run_whose_lease_was_superseded_saves_nothing() {
+        let store = MemoryStore::new(10, 0, Duration::from_secs(60));
+        let leases = Leases::local();
+        let older = leases.acquire(&key("t"), false).await.unwrap();
+        let newer = leases.acquire(&key("t"), true).await.unwrap();
+        store.save(&newer, &record("r2")).await.unwrap();
+        assert!(matches!(
+            store.save(&older, &record("r1")).await,
+            Err(StoreError::LeaseLost)
+        ));
+        assert_eq!(store.load(&key("t")).await.unwrap(), Some(record("r2")));
+    }
+
     #[tokio::test(start_paused = true)]
     async fn an_expired_thread_is_never_returned() {
         let store = MemoryStore::new(10, 0, Duration::from_secs(60));
-        store.save(&key("t"), &record("r1")).await.unwrap();
+        save(&store, "t", &record("r1")).await.unwrap();
         tokio::time::advance(Duration::from_secs(59)).await;
         assert_eq!(store.load(&key("t")).await.unwrap(), Some(record("r1")));
         tokio::time::advance(Duration::from_secs(2)).await;
@@ -196,11 +229,11 @@ mod tests {
     #[tokio::test]
     async fn the_least_recently_used_thread_goes_first_when_the_count_is_reached() {
         let store = MemoryStore::new(2, 0, Duration::from_secs(60));
-        store.save(&key("a"), &record("a")).await.unwrap();
-        store.save(&key("b"), &record("b")).await.unwrap();
+        save(&store, "a", &record("a")).await.unwrap();
+        save(&store, "b", &record("b")).await.unwrap();
         // Reading `a` makes `b` the least recently used.
         assert!(store.load(&key("a")).await.unwrap().is_some());
-        store.save(&key("c"), &record("c")).await.unwrap();
+        save(&store, "c", &record("c")).await.unwrap();
         assert_eq!(store.len(), 2);
         assert!(store.load(&key("b")).await.unwrap().is_none());
         assert!(store.load(&key("a")).await.unwrap().is_some());
@@ -212,14 +245,14 @@ mod tests {
         let one = serde_json::to_vec(&record("x")).unwrap().len();
         let store = MemoryStore::new(0, one * 2, Duration::from_secs(60));
         for id in ["x", "y", "z"] {
-            store.save(&key(id), &record(id)).await.unwrap();
+            save(&store, id, &record(id)).await.unwrap();
         }
         assert_eq!(store.len(), 2);
         assert!(store.load(&key("x")).await.unwrap().is_none());
         let mut big = record("big");
         big.state = Some(serde_json::json!({"blob": "x".repeat(one * 3)}));
         assert!(matches!(
-            store.save(&key("big"), &big).await,
+            save(&store, "big", &big).await,
             Err(StoreError::TooLarge { .. })
         ));
         assert_eq!(store.len(), 2, "a refused save evicts nothing");
@@ -228,8 +261,8 @@ mod tests {
     #[tokio::test]
     async fn saving_again_replaces_and_delete_forgets() {
         let store = MemoryStore::new(10, 0, Duration::from_secs(60));
-        store.save(&key("t"), &record("r1")).await.unwrap();
-        store.save(&key("t"), &record("r2")).await.unwrap();
+        save(&store, "t", &record("r1")).await.unwrap();
+        save(&store, "t", &record("r2")).await.unwrap();
         assert_eq!(store.len(), 1);
         assert_eq!(
             store.lock().bytes,

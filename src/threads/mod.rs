@@ -75,6 +75,8 @@ pub enum StoreError {
     Decode(serde_json::Error),
     #[error("the thread is {size} bytes, over the store's limit of {limit}")]
     TooLarge { size: usize, limit: usize },
+    #[error("the run no longer holds the thread's lease, so a newer run's record stands")]
+    LeaseLost,
     #[error("thread store backend: {0}")]
     Backend(String),
 }
@@ -86,10 +88,13 @@ pub trait ThreadStore: Send + Sync + std::fmt::Debug + 'static {
         &'a self,
         key: &'a ThreadKey,
     ) -> BoxFuture<'a, Result<Option<ThreadRecord>, StoreError>>;
-    /// Writes the whole record and restarts its time to live.
+    /// Writes the whole record of the lease's thread and restarts its time to live, only if
+    /// the lease still holds the thread at the moment of writing (checked and written in one
+    /// step); otherwise [`StoreError::LeaseLost`] and nothing is written. A store is used
+    /// with the leases [`Threads::from_settings`] pairs it with.
     fn save<'a>(
         &'a self,
-        key: &'a ThreadKey,
+        lease: &'a Lease,
         record: &'a ThreadRecord,
     ) -> BoxFuture<'a, Result<(), StoreError>>;
     /// Forgets the thread; `true` when there was one.

@@ -1,6 +1,8 @@
 //! The Redis (6.2+ or Valkey) thread store, and the one shared connection the service makes to
 //! Redis. One key per thread (`agui:thread:<digest>`), written whole with `SET … PX`, so every
-//! thread expires by itself and nothing grows without bound. The connection is a
+//! thread expires by itself and nothing grows without bound. The write is fenced: one script
+//! checks that the thread's lease key still holds the saving run's token and only then sets
+//! the record, so a run superseded on another replica cannot overwrite its successor's. The connection is a
 //! `ConnectionManager` (one multiplexed connection, reconnecting on failure) with explicit
 //! timeouts, cloned by whatever else needs Redis (the run leases).
 
@@ -8,9 +10,18 @@ use std::time::Duration;
 
 use futures_util::future::{BoxFuture, FutureExt};
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
-use redis::AsyncCommands;
+use redis::{AsyncCommands, Script};
 
+use super::lease::{self, Lease};
 use super::{StoreError, ThreadKey, ThreadRecord, ThreadStore};
+
+/// KEYS: the thread, its lease; ARGV: the saving run's lease token, the record, its TTL in ms.
+const SAVE_WHILE_LEASED: &str = r"
+if redis.call('GET', KEYS[2]) ~= ARGV[1] then
+  return 0
+end
+redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])
+return 1";
 
 /// Opens the shared connection. `timeout` bounds both connecting and every reply: the client
 /// crate's own default (500 ms) is too short for a large record on a busy server and too
@@ -83,7 +94,7 @@ impl ThreadStore for RedisStore {
 
     fn save<'a>(
         &'a self,
-        key: &'a ThreadKey,
+        lease: &'a Lease,
         record: &'a ThreadRecord,
     ) -> BoxFuture<'a, Result<(), StoreError>> {
         async move {
@@ -96,10 +107,20 @@ impl ThreadStore for RedisStore {
             }
             let ttl_ms = u64::try_from(self.ttl.as_millis()).unwrap_or(u64::MAX);
             let mut connection = self.connection.clone();
-            connection
-                .pset_ex::<_, _, ()>(Self::key(key), data, ttl_ms)
+            let written: i64 = Script::new(SAVE_WHILE_LEASED)
+                .key(Self::key(lease.key()))
+                .key(lease::redis_key(lease.key()))
+                .arg(lease.token())
+                .arg(data)
+                .arg(ttl_ms)
+                .invoke_async(&mut connection)
                 .await
-                .map_err(backend)
+                .map_err(backend)?;
+            if written == 1 {
+                Ok(())
+            } else {
+                Err(StoreError::LeaseLost)
+            }
         }
         .boxed()
     }

@@ -277,6 +277,17 @@ pub(crate) fn client_history(before: &[Value], events: &[Value]) -> Vec<Value> {
 
 // ---- Reading runs ----------------------------------------------------------------------------
 
+/// The id of the `request_approval` call a run asked a 0.x client with.
+#[track_caller]
+pub(crate) fn approval_call_id(events: &[Value]) -> String {
+    of_type(events, "TOOL_CALL_START")
+        .into_iter()
+        .find(|e| e["toolCallName"] == "request_approval")
+        .and_then(|e| e["toolCallId"].as_str())
+        .expect("a request_approval call")
+        .to_owned()
+}
+
 /// The interrupts the run ended with (fails unless the outcome is `interrupt`).
 #[track_caller]
 pub(crate) fn interrupts(events: &[Value]) -> Vec<Value> {

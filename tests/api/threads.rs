@@ -12,12 +12,13 @@ use agui_host::settings::{ConcurrentRunPolicy, HistoryPolicy, Settings, ThreadSt
 use serde_json::{json, Value};
 
 use crate::approvals::{
-    interrupt_id, resolved, resume_input, transfer_tool, with_tools, ToolService, TRANSFER_ARGS,
+    approval_call_id, interrupt_id, resolved, resume_input, transfer_tool, with_tools, ToolService,
+    TRANSFER_ARGS,
 };
 use crate::fake_llm::{chunks, Reply};
 use crate::helpers::*;
 use crate::redis_server::RedisServer;
-use crate::verify::assert_well_formed;
+use crate::verify::{assert_0x_compatible, assert_well_formed};
 
 /// Where the app under test keeps its threads.
 #[derive(Debug)]
@@ -125,6 +126,7 @@ async fn hydrate_after_a_finished_run_then_continue(backend: Backend) {
     let mut body = input(vec![question.clone()]);
     body["state"] = json!({"mood": "calm"});
     assert_well_formed(&app.run_events("/", &body).await);
+    let first: Value = get_thread(&app, &[], "t1").await.json().await.unwrap();
 
     // A fresh client with only the thread id.
     let events = app.run_events("/", &run_input("r2", vec![])).await;
@@ -164,6 +166,19 @@ async fn hydrate_after_a_finished_run_then_continue(backend: Backend) {
     assert_eq!(thread["messages"].as_array().unwrap().len(), 4, "{thread}");
     assert_eq!(thread["lastRunId"], "r3");
     assert_eq!(thread["state"], json!({"mood": "calm"}));
+    assert_eq!(
+        thread["createdAt"], first["createdAt"],
+        "a thread is created once"
+    );
+    let updated = |record: &Value| record["updatedAt"].as_i64().expect("updatedAt");
+    assert!(
+        updated(&first) >= first["createdAt"].as_i64().unwrap(),
+        "{first}"
+    );
+    assert!(
+        updated(&thread) >= updated(&first),
+        "updatedAt went backwards: {first} then {thread}"
+    );
 }
 
 async fn hydrate_after_an_interrupt_and_an_approval_runs_once(backend: Backend) {
@@ -209,6 +224,66 @@ async fn hydrate_after_an_interrupt_and_an_approval_runs_once(backend: Backend) 
         "a replayed approval must not run the tool again: {:?}",
         types(&events)
     );
+}
+
+/// A 0.x client (CopilotKit) is asked through a `request_approval` tool call, not an
+/// interrupt: a reload hands that call back unanswered, and answering it runs the tool once.
+async fn hydrate_for_a_0x_client_shows_the_pending_approval_call(backend: Backend) {
+    let service = ToolService::start().await;
+    let tools = vec![transfer_tool(&service, false)];
+    let app = backend.app(|settings| with_tools(settings, tools)).await;
+    app.fake.push(Reply::Sse(chunks::tool_calls(
+        &[("call_1", "transfer_money", TRANSFER_ARGS)],
+        false,
+    )));
+    let asked = app
+        .run_events("/", &input_0x(vec![user("Send 250 to Bob.")]))
+        .await;
+    let approval = approval_call_id(&asked);
+
+    let mut reload = input_0x(vec![]);
+    reload["runId"] = json!("r-h");
+    let hydrated = app.run_events("/", &reload).await;
+    assert_hydrate(&hydrated);
+    assert_0x_compatible(&hydrated);
+    assert_eq!(
+        app.upstream_bodies().len(),
+        1,
+        "a hydrate never calls the model"
+    );
+    let history = snapshot_messages(&hydrated);
+    let pending = history.last().expect("the conversation comes back");
+    assert_eq!(pending["role"], "assistant", "{history:?}");
+    let calls = pending["toolCalls"].as_array().expect("the pending call");
+    assert_eq!(calls.last().unwrap()["id"], approval.as_str(), "{pending}");
+    assert_eq!(
+        calls.last().unwrap()["function"]["name"],
+        "request_approval"
+    );
+    assert!(
+        service.calls_of("transfer_money").is_empty(),
+        "nothing runs before the answer"
+    );
+
+    // Answered from the hydrated history, the way a 0.x client answers: a tool message.
+    let mut answered = history;
+    answered.push(tool_result(
+        &approval,
+        &json!({"approved": true}).to_string(),
+    ));
+    let mut body = input_0x(answered);
+    body["runId"] = json!("r2");
+    app.fake.push(Reply::Sse(chunks::text_reply(&["Sent."])));
+    let events = app.run_events("/", &body).await;
+    assert_well_formed(&events);
+    assert_0x_compatible(&events);
+    assert_eq!(
+        last(&events)["type"],
+        "RUN_FINISHED",
+        "{:?}",
+        types(&events)
+    );
+    assert_eq!(service.calls_of("transfer_money").len(), 1);
 }
 
 async fn hydrate_after_a_run_error_keeps_what_was_streamed(backend: Backend) {
@@ -564,6 +639,47 @@ async fn redis_gone_is_a_clear_503_before_any_stream() {
     assert_eq!(response.status(), 503);
 }
 
+/// Across replicas a superseded run learns of it only at its next lease renewal (a third of
+/// the lease TTL later); if it ends before then, its save must still be refused, or its stale
+/// record would replace the newer run's.
+#[tokio::test]
+async fn redis_a_run_superseded_on_another_replica_cannot_overwrite_the_newer_record() {
+    let redis = Backend::redis().await;
+    let supersede = |settings: &mut Settings| {
+        settings.threads.on_concurrent_run = ConcurrentRunPolicy::Supersede
+    };
+    let one = redis.app(supersede).await;
+    let two = redis.app(supersede).await;
+    one.fake.push(slow_reply());
+    two.fake
+        .push(Reply::Sse(chunks::text_reply(&["The newer answer."])));
+    let mut older = EventReader::new(one.post_run("/", &input(vec![user("Hi")])).await);
+    assert_eq!(older.next().await.unwrap()["type"], "RUN_STARTED");
+    let newer = two
+        .run_events("/", &run_input("r2", vec![user("Never mind, this")]))
+        .await;
+    assert_well_formed(&newer);
+
+    // The older run ends well inside its renewal window, so it never hears it was superseded.
+    let mut events = Vec::new();
+    while let Some(event) = older.next().await {
+        events.push(event);
+    }
+    assert_eq!(
+        last(&events)["type"],
+        "RUN_FINISHED",
+        "{:?}",
+        types(&events)
+    );
+
+    let thread: Value = get_thread(&one, &[], "t1").await.json().await.unwrap();
+    assert_eq!(thread["lastRunId"], "r2", "{thread}");
+    let messages = thread["messages"].as_array().unwrap();
+    assert_eq!(messages.len(), 2, "{thread}");
+    assert_eq!(messages[0]["content"], "Never mind, this");
+    assert_eq!(messages[1]["content"], "The newer answer.");
+}
+
 #[tokio::test]
 async fn redis_a_restart_keeps_every_thread() {
     let redis = Backend::redis().await;
@@ -721,6 +837,7 @@ macro_rules! for_each_store {
 for_each_store!(
     hydrate_after_a_finished_run_then_continue,
     hydrate_after_an_interrupt_and_an_approval_runs_once,
+    hydrate_for_a_0x_client_shows_the_pending_approval_call,
     hydrate_after_a_run_error_keeps_what_was_streamed,
     a_disconnect_keeps_what_the_client_saw,
     another_scope_cannot_read_hydrate_continue_or_delete,

@@ -33,12 +33,7 @@ impl Client {
     fn approval_id(self, events: &[Value]) -> String {
         match self {
             Client::V1 => interrupt_id(events, "call_1"),
-            Client::V0 => of_type(events, "TOOL_CALL_START")
-                .into_iter()
-                .find(|e| e["toolCallName"] == "request_approval")
-                .and_then(|e| e["toolCallId"].as_str())
-                .expect("a request_approval call")
-                .to_owned(),
+            Client::V0 => approval_call_id(events),
         }
     }
 

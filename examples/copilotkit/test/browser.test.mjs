@@ -478,6 +478,7 @@ describe("CopilotKit example in Chromium", () => {
     // first one, which this page only has from agui-host.
     await sendMessage(page, "make me a recipe for burritos");
     await page.getByTestId("approval-card").last().getByRole("button", { name: "Approve" }).waitFor({ timeout: 30_000 });
+    await recipeStatus(page, "awaiting approval");
     await assertText(page.getByTestId("recipe-title"), /Burritos/);
     const thread = await storedThread(page);
     const calls = thread.messages

@@ -1,6 +1,7 @@
 // The example's one origin: the CopilotKit runtime under /api/copilotkit and the built page
 // (dist/) everywhere else, so the browser needs no CORS. The runtime reaches its agent on
-// agui-host through an AG-UI HttpAgent, server side.
+// agui-host through an AG-UI HttpAgent, server side, and picks a thread up again from
+// agui-host's thread store when the page reconnects to it (AguiHostThreadRunner below).
 //
 //   AGUI_HOST_URL   agui-host's base URL (default http://127.0.0.1:8080)
 //   AGUI_AGENT      the agui-host route of the agent (default recipe)
@@ -15,8 +16,9 @@ import { fileURLToPath } from "node:url";
 // (Set before the runtime is imported, hence the dynamic imports below.)
 process.env.COPILOTKIT_TELEMETRY_DISABLED ??= "true";
 
-const { HttpAgent } = await import("@ag-ui/client");
-const { CopilotRuntime } = await import("@copilotkit/runtime/v2");
+const { EventType, HttpAgent } = await import("@ag-ui/client");
+const { CopilotRuntime, InMemoryAgentRunner } = await import("@copilotkit/runtime/v2");
+const { defer, switchMap } = await import("rxjs");
 const { createCopilotNodeListener } = await import("@copilotkit/runtime/v2/node");
 
 const HERE = path.dirname(fileURLToPath(import.meta.url));
@@ -26,9 +28,43 @@ const BASE_PATH = "/api/copilotkit";
 const aguiHost = (process.env.AGUI_HOST_URL || "http://127.0.0.1:8080").replace(/\/+$/, "");
 const agentRoute = process.env.AGUI_AGENT || "recipe";
 
+/**
+ * CopilotKit's default runner, except when a page connects to a thread. A page that mounts with
+ * a thread id asks the runtime to `connect`, and the default runner replays only the runs of
+ * this very process: a restart (or another replica) would show an empty chat. agui-host keeps
+ * every thread (docs/threads.md), so unless a run on the thread is streaming here (then the
+ * page joins it, as by default), the thread is read from agui-host.
+ */
+class AguiHostThreadRunner extends InMemoryAgentRunner {
+  connect(request) {
+    return defer(() => this.isRunning(request)).pipe(
+      switchMap((running) => (running ? super.connect(request) : storedThread(request))),
+    );
+  }
+}
+
+/**
+ * The thread as agui-host stores it, as the events of agui-host's own hydrate (a `messages: []`
+ * run on a known thread). Read with `GET /<agent>/threads/<id>` rather than that run, since the
+ * run would call the model on a thread agui-host does not know. Nothing for a new or expired
+ * thread. The page's forwarded headers go along: agui-host scopes threads by who asks.
+ */
+async function* storedThread({ threadId, headers }) {
+  const url = `${aguiHost}/${agentRoute}/threads/${encodeURIComponent(threadId)}`;
+  const response = await fetch(url, { headers });
+  if (response.status === 404) return;
+  if (!response.ok) throw new Error(`agui-host answered ${response.status} to GET ${url}`);
+  const { messages, state, lastRunId: runId } = await response.json();
+  yield { type: EventType.RUN_STARTED, threadId, runId };
+  yield { type: EventType.MESSAGES_SNAPSHOT, messages };
+  yield { type: EventType.STATE_SNAPSHOT, snapshot: state };
+  yield { type: EventType.RUN_FINISHED, threadId, runId };
+}
+
 const runtime = new CopilotRuntime({
   // The page names this agent "recipe"; the runtime clones it for every run.
   agents: { recipe: new HttpAgent({ url: `${aguiHost}/${agentRoute}` }) },
+  runner: new AguiHostThreadRunner(),
 });
 const copilotkit = createCopilotNodeListener({ runtime, basePath: BASE_PATH });
 

@@ -8,8 +8,24 @@ import {
 import { z } from "zod";
 
 const AGENT = "recipe";
+const THREAD_KEY = "agui-host-example.recipe-thread";
+
+/**
+ * The page's one conversation, kept across reloads: its thread id lives in localStorage. Given
+ * to the chat, it makes CopilotKit connect to that thread on load, which the runtime answers
+ * from agui-host's thread store (server.mjs), so the chat and the recipe come back.
+ */
+function pageThreadId() {
+  let threadId = localStorage.getItem(THREAD_KEY);
+  if (!threadId) {
+    threadId = crypto.randomUUID();
+    localStorage.setItem(THREAD_KEY, threadId);
+  }
+  return threadId;
+}
 
 export function App() {
+  const [threadId] = useState(pageThreadId);
   // Where the latest change stands: null (none yet), "writing" (the recipe is streaming in),
   // "pending" (waiting for the person), "approved" or "rejected".
   const [phase, setPhase] = useState(null);
@@ -22,6 +38,7 @@ export function App() {
         <section className="chat" aria-label="Chat">
           <CopilotChat
             agentId={AGENT}
+            threadId={threadId}
             labels={{
               chatInputPlaceholder: "Ask for a recipe, e.g. “make me a recipe for tacos”",
             }}

@@ -2,7 +2,9 @@
 // opens the page served by server.mjs, whose CopilotKit runtime reaches the recipe agent on a
 // real agui-host (offline model, examples/copilotkit/agent.toml). It types a request, sees the
 // recipe fill in while the tool call streams (predictive state), answers the approval card, and
-// checks what each answer does. Screenshots go to artifacts/ (ARTIFACTS_DIR).
+// checks what each answer does; then that a reload, and a restart of the runtime, bring the
+// conversation back from agui-host's thread store, and that it goes on. Screenshots go to
+// artifacts/ (ARTIFACTS_DIR).
 //
 //   AGUI_HOST_BIN   the agui-host binary (default: target/debug/agui-host of the repository)
 //   CHROMIUM_BIN    the browser (default /usr/bin/chromium)
@@ -25,6 +27,8 @@ const REPO_ROOT = path.resolve(EXAMPLE_DIR, "..", "..");
 const ARTIFACTS = path.resolve(EXAMPLE_DIR, process.env.ARTIFACTS_DIR || "artifacts");
 const AGENT_TOML = path.join(EXAMPLE_DIR, "agent.toml");
 const PROMPT = "make me a recipe for tacos";
+// Where the page (src/App.jsx) keeps its thread id.
+const THREAD_KEY = "agui-host-example.recipe-thread";
 
 // Chromium as the machine's closed network needs it: no sandbox (tests run as root), and none
 // of the background connections (updates, sync, QUIC probes) that would only be refused.
@@ -181,8 +185,9 @@ async function startPacingProxy(target, delayMs) {
   };
 }
 
-async function startExampleServer(aguiHostUrl) {
-  const env = { ...process.env, PORT: "0", HOST: "127.0.0.1", AGUI_HOST_URL: aguiHostUrl };
+/** server.mjs; `port` 0 picks a free one (a restart passes the old one: same origin, same storage). */
+async function startExampleServer(aguiHostUrl, port = 0) {
+  const env = { ...process.env, PORT: String(port), HOST: "127.0.0.1", AGUI_HOST_URL: aguiHostUrl };
   const proc = startProcess("server.mjs", process.execPath, ["server.mjs"], {
     env,
     cwd: EXAMPLE_DIR,
@@ -271,6 +276,27 @@ describe("CopilotKit example in Chromium", () => {
     return { page, problems };
   }
 
+  async function reloadPage(page) {
+    await page.reload();
+    await page.getByTestId("copilot-chat-textarea").waitFor();
+  }
+
+  /** Stops server.mjs (the CopilotKit runtime, and all it kept in memory) and starts it again. */
+  async function restartExampleServer() {
+    const { port } = new URL(example.url);
+    await example.stop();
+    example = await startExampleServer(proxy.url, Number(port));
+  }
+
+  /** The page's thread as agui-host stores it (straight from agui-host, not via the runtime). */
+  async function storedThread(page) {
+    const threadId = await page.evaluate((key) => localStorage.getItem(key), THREAD_KEY);
+    assert.ok(threadId, "the page keeps a thread id");
+    const response = await fetch(`${aguiHost.url}/recipe/threads/${encodeURIComponent(threadId)}`);
+    assert.equal(response.status, 200, `agui-host has thread ${threadId}`);
+    return response.json();
+  }
+
   async function shot(page, name) {
     await page.screenshot({ path: path.join(ARTIFACTS, `${name}.png`) });
   }
@@ -339,6 +365,27 @@ describe("CopilotKit example in Chromium", () => {
     await page.locator(`[data-testid="recipe"][data-status="${status}"]`).waitFor({ timeout: 5_000 });
   }
 
+  /** Approves the pending card and waits for the answer the model gives once update_recipe ran. */
+  async function approveAndWaitForAnswer(page) {
+    await page.getByTestId("approval-card").getByRole("button", { name: "Approve" }).click();
+    await page.getByTestId("approval-outcome").filter({ hasText: "Approved" }).waitFor();
+    // agui-host's confirmation text, then the model's answer after update_recipe ran.
+    await page.getByText("Recipe saved.").waitFor();
+    await page.getByText("The tool returned: Recipe updated.").waitFor();
+    await page.waitForFunction(() => !document.querySelector('[data-testid="copilot-loading-cursor"]'));
+    await recipeStatus(page, "saved");
+  }
+
+  /** After a reload: the approved run is on screen again, as the chat and as the recipe. */
+  async function expectApprovedRunShown(page) {
+    await page.getByText(PROMPT).waitFor();
+    await page.getByTestId("approval-outcome").filter({ hasText: "Approved" }).waitFor();
+    await page.getByText("Recipe saved.").waitFor();
+    await page.getByText("The tool returned: Recipe updated.").waitFor();
+    await recipeStatus(page, "saved");
+    await expectFullRecipe(page);
+  }
+
   async function expectFullRecipe(page) {
     await assertText(page.getByTestId("recipe-title"), /Tacos/);
     assert.equal(await page.getByTestId("recipe-ingredients").locator("li").count(), 3);
@@ -384,13 +431,7 @@ describe("CopilotKit example in Chromium", () => {
     await recipeStatus(page, "awaiting approval");
     await expectFullRecipe(page);
 
-    await page.getByTestId("approval-card").getByRole("button", { name: "Approve" }).click();
-    await page.getByTestId("approval-outcome").filter({ hasText: "Approved" }).waitFor();
-    // agui-host's confirmation text, then the model's answer after update_recipe ran.
-    await page.getByText("Recipe saved.").waitFor();
-    await page.getByText("The tool returned: Recipe updated.").waitFor();
-    await page.waitForFunction(() => !document.querySelector('[data-testid="copilot-loading-cursor"]'));
-    await recipeStatus(page, "saved");
+    await approveAndWaitForAnswer(page);
     await expectFullRecipe(page);
     await shot(page, "approve-3-saved");
 
@@ -413,6 +454,60 @@ describe("CopilotKit example in Chromium", () => {
     await page.waitForFunction(() => !document.querySelector('[data-testid="copilot-loading-cursor"]'));
     assert.equal(await page.getByText("Recipe updated.").count(), 0);
     await shot(page, "reject-3-discarded");
+
+    assert.deepEqual(problems, []);
+  });
+
+  test("reload and runtime restart: the conversation comes back from agui-host and goes on", async (t) => {
+    const { page, problems } = await openPage(t);
+    await askForRecipe(page, "restore");
+    await approveAndWaitForAnswer(page);
+
+    await reloadPage(page);
+    await expectApprovedRunShown(page);
+    await shot(page, "restore-1-reloaded");
+
+    // The runtime's memory is gone; only agui-host still has the thread.
+    await restartExampleServer();
+    await reloadPage(page);
+    await expectApprovedRunShown(page);
+    await shot(page, "restore-2-runtime-restarted");
+
+    // It goes on: the offline model numbers its tool calls by the ones it sees in the history
+    // (call_offline_<n>), so a second update_recipe call numbered 2 means the model got the
+    // first one, which this page only has from agui-host.
+    await sendMessage(page, "make me a recipe for burritos");
+    await page.getByTestId("approval-card").last().getByRole("button", { name: "Approve" }).waitFor({ timeout: 30_000 });
+    await recipeStatus(page, "awaiting approval");
+    await assertText(page.getByTestId("recipe-title"), /Burritos/);
+    const thread = await storedThread(page);
+    const calls = thread.messages
+      .flatMap((message) => message.toolCalls ?? [])
+      .filter((call) => call.function.name === "update_recipe")
+      .map((call) => call.id);
+    assert.deepEqual(calls, ["call_offline_1", "call_offline_2"]);
+    const users = thread.messages.filter((message) => message.role === "user").map((message) => message.content);
+    assert.deepEqual(users, [PROMPT, "make me a recipe for burritos"]);
+    await shot(page, "restore-3-goes-on");
+
+    assert.deepEqual(problems, []);
+  });
+
+  test("reload while the approval waits: the card comes back, and approving it runs update_recipe once", async (t) => {
+    const { page, problems } = await openPage(t);
+    await askForRecipe(page, "pending");
+
+    await reloadPage(page);
+    await page.getByText(PROMPT).waitFor();
+    await recipeStatus(page, "awaiting approval");
+    await expectFullRecipe(page);
+    await shot(page, "pending-1-reloaded");
+
+    await approveAndWaitForAnswer(page);
+    await expectFullRecipe(page);
+    const { messages } = await storedThread(page);
+    const updates = messages.filter((message) => message.role === "tool" && message.content === "Recipe updated.");
+    assert.equal(updates.length, 1, JSON.stringify(messages));
 
     assert.deepEqual(problems, []);
   });

@@ -28,6 +28,7 @@ use serde_json::Value;
 use super::error::{LlmError, Redactor};
 use super::sse::{SseDecoder, SseEvent};
 use super::{FinishReason, LlmEvent, Usage};
+use head::SharedHead;
 
 /// How much of an offending payload goes into a log detail.
 const DETAIL_MAX_CHARS: usize = 300;
@@ -279,6 +280,8 @@ pub(crate) struct ChunkParser {
     choice_index: Option<u64>,
     finish_sent: bool,
     usage: Option<Usage>,
+    /// The members every chunk of this reply repeats before `choices`, read once.
+    head: SharedHead,
 }
 
 /// Why `[DONE]` after chunks that never carried a choice is an error: every chat completion
@@ -320,7 +323,7 @@ impl ChunkParser {
         if data.is_empty() {
             return Ok(Flow::Continue);
         }
-        match parse_object(data) {
+        match self.parse_chunk(data) {
             Ok(chunk) => self.on_chunk(chunk, data, out),
             Err(first_error) => {
                 // A server that forgets the blank line between events makes one event of several
@@ -400,6 +403,18 @@ impl ChunkParser {
         if let Some(usage) = self.usage.take() {
             out.push(LlmEvent::Usage(usage));
         }
+    }
+
+    /// [`parse_object`], skipping the head this reply's chunks share once it is known.
+    fn parse_chunk(&mut self, data: &str) -> Result<WireChunk, String> {
+        if let Some(rest) = self.head.strip(data) {
+            if let Ok(chunk) = parse_object(rest) {
+                return Ok(chunk);
+            }
+        }
+        let chunk = parse_object(data)?;
+        self.head.learn(data);
+        Ok(chunk)
     }
 
     fn on_chunk(
@@ -686,6 +701,7 @@ impl StreamDecoder {
 
 /// The typed fast path of [`parse_object`].
 mod fast;
+mod head;
 
 #[cfg(test)]
 mod tests;

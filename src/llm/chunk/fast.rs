@@ -98,6 +98,19 @@ struct PromptDetails {
     cached_tokens: Option<u64>,
 }
 
+/// Whether `text` is a chunk that sets nothing the parser reads: no choices, usage or error,
+/// and an `object` other than `error` (see `head`).
+pub(super) fn head_is_ignored(text: &str) -> bool {
+    serde_json::from_str::<Chunk>(text).is_ok_and(|head| {
+        head.choices.is_none()
+            && head.usage.is_none()
+            && head.error.is_none()
+            && head.message.is_none()
+            && head.code.is_none()
+            && head.object.as_deref() != Some("error")
+    })
+}
+
 impl From<Chunk> for WireChunk {
     fn from(chunk: Chunk) -> Self {
         WireChunk {

@@ -585,3 +585,107 @@ fn broken_body_after_finish_is_complete() {
     assert!(matches!(&out[1], Err(LlmError::StreamCut { detail }) if detail == "connection reset"));
     assert!(decoder.is_ended());
 }
+
+/// An OpenAI-style chunk: the head every chunk of a reply repeats, then `choices` and `rest`.
+fn openai_chunk(head: &str, choices: &str, rest: &str) -> String {
+    format!("data: {{{head},\"choices\":[{choices}]{rest}}}\n\n")
+}
+
+/// The same reply twice: once with the head every chunk shares (read once, then skipped), once
+/// with a head that differs in every chunk (read whole each time). The events must not differ.
+#[test]
+fn a_reply_whose_chunks_share_a_head_reads_as_if_each_were_read_whole() {
+    let bodies: Vec<String> = [true, false]
+        .iter()
+        .map(|shared| {
+            let head = |n: usize| {
+                let id = if *shared { 7 } else { n };
+                format!(
+                    r#""id":"chatcmpl-{id}","object":"chat.completion.chunk","created":1700000000,"model":"m","system_fingerprint":"fp""#
+                )
+            };
+            let mut body = openai_chunk(
+                &head(0),
+                r#"{"index":0,"delta":{"role":"assistant","content":"Say \"hi\"\n"},"logprobs":null,"finish_reason":null}"#,
+                "",
+            );
+            body += &openai_chunk(
+                &head(1),
+                r#"{"index":0,"delta":{"content":"é😀"},"finish_reason":null}"#,
+                r#","obfuscation":"xy""#,
+            );
+            body += &openai_chunk(
+                &head(2),
+                r#"{"index":0,"delta":{"tool_calls":[{"index":0,"id":"call_1","type":"function","function":{"name":"f","arguments":"{\"a\""}}]}}"#,
+                "",
+            );
+            body += &openai_chunk(
+                &head(3),
+                r#"{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":": 1}"}}]},"finish_reason":"tool_calls"}"#,
+                "",
+            );
+            body += &openai_chunk(
+                &head(4),
+                "",
+                r#","usage":{"prompt_tokens":9,"completion_tokens":4}"#,
+            );
+            body + "data: [DONE]\n\n"
+        })
+        .collect();
+    let shared = ok(run_str(&bodies[0]));
+    assert_eq!(shared, ok(run_str(&bodies[1])));
+    assert_eq!(shared[0], text("Say \"hi\"\n"));
+    assert_eq!(arguments_by_index(&shared), vec![r#"{"a": 1}"#.to_owned()]);
+    assert!(shared.contains(&LlmEvent::Usage(Usage {
+        input_tokens: 9,
+        output_tokens: 4,
+        ..Usage::default()
+    })));
+}
+
+/// A head that carries something the parser reads (here a growing usage) is read in every chunk.
+#[test]
+fn a_head_that_carries_usage_is_read_in_every_chunk() {
+    let head = |tokens: u32| {
+        format!(r#""id":"c","usage":{{"prompt_tokens":3,"completion_tokens":{tokens}}}"#)
+    };
+    let body = openai_chunk(&head(1), r#"{"delta":{"content":"a"}}"#, "")
+        + &openai_chunk(&head(1), r#"{"delta":{"content":"b"}}"#, "")
+        + &openai_chunk(&head(2), r#"{"delta":{},"finish_reason":"stop"}"#, "");
+    let events = ok(run_str(&body));
+    assert_eq!(
+        events.last(),
+        Some(&LlmEvent::Usage(Usage {
+            input_tokens: 3,
+            output_tokens: 2,
+            ..Usage::default()
+        }))
+    );
+}
+
+/// An error frame after the head was learnt is still an error, and a `,"choices":` nested in
+/// the head's own members is not taken for the top-level one.
+#[test]
+fn a_shared_head_hides_neither_an_error_frame_nor_a_nested_choices() {
+    let head = r#""id":"c","object":"chat.completion.chunk""#;
+    let body = openai_chunk(head, r#"{"delta":{"content":"a"}}"#, "")
+        + &openai_chunk(head, "", r#","object":"error","message":"overloaded""#);
+    let events = run_str(&body);
+    assert_eq!(events[0].as_ref().unwrap(), &text("a"));
+    assert!(
+        matches!(events[1], Err(LlmError::Upstream { .. })),
+        "{events:?}"
+    );
+
+    let nested = r#""meta":{"a":1,"choices":[]}"#;
+    let body = openai_chunk(nested, r#"{"delta":{"content":"a"}}"#, "")
+        + &openai_chunk(
+            nested,
+            r#"{"delta":{"content":"b"},"finish_reason":"stop"}"#,
+            "",
+        );
+    assert_eq!(
+        ok(run_str(&body)),
+        vec![text("a"), text("b"), finished(FinishReason::Stop)]
+    );
+}

@@ -33,6 +33,8 @@ pub mod pipeline;
 mod state_view;
 mod trace;
 
+use std::collections::BTreeSet;
+
 use futures_util::stream::BoxStream;
 use serde_json::Value;
 
@@ -81,6 +83,11 @@ pub struct RunRequest {
     pub prompt_sections: Vec<String>,
     /// What a person decided on calls of an earlier run (verified by the approval gate).
     pub decisions: Vec<ToolDecision>,
+    /// Calls whose result the server produced in an earlier run, by the thread's record (empty
+    /// without a thread store or with `history = "trust_client"`; declines aside, which a
+    /// client may drop and answer again): a decision about one of them was already acted on,
+    /// whatever the client's history looked like.
+    pub recorded_results: BTreeSet<String>,
 }
 
 /// A person's decision on a tool call that waited for approval.
@@ -131,6 +138,7 @@ impl From<RunAgentInput> for RunRequest {
             resume: input.resume,
             prompt_sections: Vec::new(),
             decisions: Vec::new(),
+            recorded_results: BTreeSet::new(),
         }
     }
 }

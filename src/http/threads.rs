@@ -130,7 +130,8 @@ async fn take_lease(threads: &Threads, key: &ThreadKey) -> Result<Lease, ApiErro
 }
 
 /// Checks (and repairs) the client's history against the thread's record: a server tool result
-/// the server did not produce, or one it changed, is a 422.
+/// the server did not produce, or one it changed, is a 422. The results the record vouches for
+/// go on the request.
 fn verify_history(
     threads: &Threads,
     agent: &str,
@@ -158,14 +159,18 @@ fn verify_history(
         resumed_calls: &resumed_calls,
         declined_result: Some(tools.declined_result.as_str()),
     };
-    verify::reconcile(record, &mut request.messages, expect).map_err(|mismatch| {
-        tracing::warn!(%mismatch, "a client's history does not match the thread's record");
-        ApiError::new(
-            StatusCode::UNPROCESSABLE_ENTITY,
-            mismatch.code(),
-            mismatch.to_string(),
-        )
-    })
+    let recorded =
+        verify::reconcile(record, &mut request.messages, expect).map_err(|mismatch| {
+            tracing::warn!(%mismatch, "a client's history does not match the thread's record");
+            ApiError::new(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                mismatch.code(),
+                mismatch.to_string(),
+            )
+        })?;
+    // The approval gate counts these as carried out, whatever else the history shows.
+    request.recorded_results = recorded;
+    Ok(())
 }
 
 impl ThreadRun {

@@ -55,7 +55,9 @@ impl Expectations<'_> {
     }
 }
 
-/// Checks `messages` against `record` and restores dropped server results.
+/// Checks `messages` against `record` and restores dropped server results. Returns the calls
+/// whose recorded result `messages` now holds (declines aside, which are not put back): the
+/// server answered them in an earlier run, so a decision about one was already acted on.
 ///
 /// # Errors
 /// The first result that was changed or forged.
@@ -63,7 +65,7 @@ pub fn reconcile(
     record: &ThreadRecord,
     messages: &mut Vec<Message>,
     expect: Expectations<'_>,
-) -> Result<(), HistoryMismatch> {
+) -> Result<BTreeSet<String>, HistoryMismatch> {
     let recorded: HashMap<&str, &Message> = record
         .messages
         .iter()
@@ -118,7 +120,7 @@ pub fn reconcile(
         .filter(|(_, message)| !declined(message))
         .collect();
     restore_dropped(messages, &restorable, &answered);
-    Ok(())
+    Ok(restorable.into_keys().map(str::to_owned).collect())
 }
 
 /// Puts each recorded result the client dropped back after the assistant message that made
@@ -196,7 +198,7 @@ mod tests {
             resumed_calls: &BTreeSet::new(),
             declined_result: Some("declined"),
         };
-        reconcile(&record(), history, expect)
+        reconcile(&record(), history, expect).map(|_| ())
     }
 
     #[test]

@@ -40,15 +40,18 @@ pub(crate) const TRANSFER_ARGS: &str = r#"{"amount":250,"to":"bob"}"#;
 type Calls = Arc<Mutex<Vec<(String, Value, [String; 2])>>>;
 
 /// A tiny HTTP service standing in for the tools' backends: every `POST /<tool>` is recorded
-/// and answered `{"status":"done","tool":"<tool>"}`.
+/// and answered `{"status":"done","tool":"<tool>"}`, or with a fixed reply.
 #[derive(Debug, Clone)]
 pub(crate) struct ToolService {
     base: String,
     calls: Calls,
 }
 
+/// What the tool service answers: `None` for the default `{"status":"done","tool":"<tool>"}`.
+type FixedReply = Option<Value>;
+
 async fn record_call(
-    State(calls): State<Calls>,
+    State((calls, reply)): State<(Calls, FixedReply)>,
     uri: Uri,
     headers: HeaderMap,
     body: Bytes,
@@ -64,15 +67,25 @@ async fn record_call(
     };
     let ids = [header("idempotency-key"), header("x-tool-call-id")];
     calls.lock().unwrap().push((tool.clone(), arguments, ids));
-    axum::Json(json!({"status": "done", "tool": tool}))
+    axum::Json(reply.unwrap_or_else(|| service_result(&tool)))
 }
 
 impl ToolService {
     pub(crate) async fn start() -> ToolService {
+        Self::serve(None).await
+    }
+
+    /// A service whose every tool answers `reply`, such as a backend's own
+    /// `{"approved": true}` that looks like an approval answer.
+    pub(crate) async fn answering(reply: Value) -> ToolService {
+        Self::serve(Some(reply)).await
+    }
+
+    async fn serve(reply: FixedReply) -> ToolService {
         let calls: Calls = Arc::default();
         let router = axum::Router::new()
             .fallback(record_call)
-            .with_state(calls.clone());
+            .with_state((calls.clone(), reply));
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let address = listener.local_addr().unwrap();
         tokio::spawn(async move { axum::serve(listener, router).await });

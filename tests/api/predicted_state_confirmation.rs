@@ -3,7 +3,9 @@
 //! puts the state from before the prediction back with a snapshot. Nothing is stored between
 //! the two runs: the values to restore travel, signed, in the approval id.
 
-use agui_host::settings::{ApprovalPolicySetting, FixedApproval, PredictStateRule, Settings};
+use agui_host::settings::{
+    ApprovalPolicySetting, FixedApproval, PredictStateRule, Settings, ThreadStoreKind,
+};
 use serde_json::{json, Value};
 
 use crate::fake_llm::{chunks, Reply};
@@ -14,8 +16,13 @@ const NEW_DOCUMENT: &str = r#"{"document": "The new version, written by the mode
 
 /// An agent whose `write_document` tool streams into `state.document` and needs approval.
 fn confirming_writer(settings: &mut Settings, client_tool_name: &str) {
+    confirming_writer_saying(settings, client_tool_name, json!("Document saved."));
+}
+
+/// `confirming_writer` whose tool answers `result`.
+fn confirming_writer_saying(settings: &mut Settings, client_tool_name: &str, result: Value) {
     let agent = settings.agents.get_mut("assistant").unwrap();
-    let mut tool = static_tool("write_document", json!("Document saved."));
+    let mut tool = static_tool("write_document", result);
     tool.approval = ApprovalPolicySetting::Fixed(FixedApproval::Always);
     agent.tools.push(tool);
     agent.predict_state.insert(
@@ -175,19 +182,50 @@ async fn a_tampered_restore_in_the_id_is_refused() {
 /// The history a 0.x page sends after answering the `confirm_changes` call `confirm_id` with
 /// `{"accepted": false}`: the call filed under the assistant message, then its answer.
 fn declined_through_confirm_changes(confirm_id: &str) -> Vec<Value> {
+    answered_through_confirm_changes(confirm_id, false)
+}
+
+/// The same with `{"accepted": accepted}`.
+fn answered_through_confirm_changes(confirm_id: &str, accepted: bool) -> Vec<Value> {
     let mut messages = history();
     messages[1]["toolCalls"]
         .as_array_mut()
         .unwrap()
         .push(json!({"id": confirm_id, "type": "function", "function": {"name": "confirm_changes", "arguments": "{}"}}));
-    messages.push(json!({"id": "t-confirm", "role": "tool", "toolCallId": confirm_id, "content": "{\"accepted\":false}"}));
+    let answer = json!({"accepted": accepted}).to_string();
+    messages.push(
+        json!({"id": "t-confirm", "role": "tool", "toolCallId": confirm_id, "content": answer}),
+    );
     messages
+}
+
+/// The id of the `confirm_changes` call a 0.x run asked with.
+#[track_caller]
+fn confirm_changes_id(events: &[Value]) -> String {
+    events
+        .iter()
+        .find(|e| e["type"] == "TOOL_CALL_START" && e["toolCallName"] == "confirm_changes")
+        .and_then(|e| e["toolCallId"].as_str())
+        .unwrap_or_else(|| panic!("a confirm_changes call: {:?}", types(events)))
+        .to_owned()
 }
 
 /// A 0.x client (no `protocolVersion`) asks for a rewrite: the model writes the document, and
 /// the run asks through `confirm_changes`. Returns the app, the state before and the events.
 async fn first_0x_run_asks_to_confirm() -> (TestApp, Value, Vec<Value>) {
-    let app = spawn_app(|settings| confirming_writer(settings, "confirm_changes")).await;
+    first_0x_run_asking(json!("Document saved."), ThreadStoreKind::Memory).await
+}
+
+/// `first_0x_run_asks_to_confirm` with a tool answering `result` and the thread kept in `store`.
+async fn first_0x_run_asking(
+    result: Value,
+    store: ThreadStoreKind,
+) -> (TestApp, Value, Vec<Value>) {
+    let app = spawn_app(|settings| {
+        confirming_writer_saying(settings, "confirm_changes", result);
+        settings.threads.store = store;
+    })
+    .await;
     let before = json!({"title": "Notes", "document": "The old version."});
     app.fake.push(Reply::Sse(chunks::tool_calls(
         &[("call_w", "write_document", NEW_DOCUMENT)],
@@ -204,11 +242,7 @@ async fn a_0x_client_confirms_through_confirm_changes_as_copilotkit_pages_expect
     let (app, before, events) = first_0x_run_asks_to_confirm().await;
     assert_well_formed(&events);
     assert_0x_compatible(&events);
-    let confirm = events
-        .iter()
-        .find(|e| e["type"] == "TOOL_CALL_START" && e["toolCallName"] == "confirm_changes")
-        .unwrap_or_else(|| panic!("a confirm_changes call: {:?}", types(&events)));
-    let confirm_id = confirm["toolCallId"].as_str().unwrap().to_owned();
+    let confirm_id = confirm_changes_id(&events);
     let predicted_state = client_state(&before, &events);
 
     // The page answers the confirm_changes call with {"accepted": false}.
@@ -267,6 +301,11 @@ async fn later_runs_keep_edits(
         assert_well_formed(&events);
         assert_eq!(events.last().unwrap()["type"], "RUN_FINISHED");
         assert_eq!(client_state(&edited, &events), edited, "{events:?}");
+        assert!(
+            !events.iter().any(|e| e["type"] == "TOOL_CALL_RESULT"),
+            "a replayed answer repeats no result: {:?}",
+            types(&events)
+        );
     }
 }
 
@@ -299,12 +338,7 @@ async fn a_rejected_prediction_is_restored_once_and_later_edits_survive_for_a_1_
 #[tokio::test]
 async fn a_rejected_prediction_is_restored_once_and_later_edits_survive_for_a_0x_client() {
     let (app, before, events) = first_0x_run_asks_to_confirm().await;
-    let confirm_id = events
-        .iter()
-        .find(|e| e["type"] == "TOOL_CALL_START" && e["toolCallName"] == "confirm_changes")
-        .and_then(|e| e["toolCallId"].as_str())
-        .expect("a confirm_changes call")
-        .to_owned();
+    let confirm_id = confirm_changes_id(&events);
     let predicted_state = client_state(&before, &events);
 
     app.fake
@@ -332,6 +366,38 @@ async fn a_confirmed_prediction_is_committed_once_and_later_edits_survive() {
     messages.push(kept_result(&events));
     assert_eq!(messages.last().unwrap()["content"], "Document saved.");
     later_runs_keep_edits(&app, messages, Some(resume), false).await;
+}
+
+/// A 0.x page confirms through `confirm_changes` (`{"accepted": true}`): the prediction is
+/// committed and the tool runs once, and later runs (which send the answer again, kept in the
+/// history) leave the state the page edits since alone. The tool's own result reads like the
+/// answer, which must not hide that it ran, with or without a thread store.
+#[tokio::test]
+async fn a_confirmed_prediction_is_committed_once_and_later_edits_survive_for_a_0x_client() {
+    let saved = json!({"accepted": true, "document": "saved"});
+    for store in [ThreadStoreKind::Off, ThreadStoreKind::Memory] {
+        let (app, before, events) = first_0x_run_asking(saved.clone(), store).await;
+        let confirm_id = confirm_changes_id(&events);
+        let predicted_state = client_state(&before, &events);
+        assert_ne!(predicted_state, before, "the prediction streamed");
+
+        app.fake.push(Reply::Sse(chunks::text_reply(&["Saved."])));
+        let mut messages = answered_through_confirm_changes(&confirm_id, true);
+        let mut second = with_state(input(messages.clone()), predicted_state.clone());
+        second.as_object_mut().unwrap().remove("protocolVersion");
+        let events = app.run_events("/", &second).await;
+        assert_well_formed(&events);
+        assert_0x_compatible(&events);
+        assert_eq!(
+            client_state(&json!({}), &events),
+            predicted_state,
+            "committed"
+        );
+        let kept = kept_result(&events);
+        assert_eq!(kept["content"], saved.to_string(), "the tool ran");
+        messages.push(kept);
+        later_runs_keep_edits(&app, messages, None, true).await;
+    }
 }
 
 #[tokio::test]

@@ -14,7 +14,7 @@
 //! offered to it, and its calls and answers (and CopilotKit's echo of an interrupt answer) are
 //! removed from the history, so the provider sees one clean call/result pair.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 
 use futures_util::stream::{self, StreamExt};
@@ -81,7 +81,7 @@ impl ApprovalGate {
     /// Verifies every answer the request carries and removes the approval protocol from its
     /// history. See the module docs for the rules.
     fn take_decisions(&self, request: &mut RunRequest) -> Result<Decisions, AgentError> {
-        let history = History::of(&request.messages);
+        let history = History::of(&request.messages, &request.recorded_results);
         let mut taken = Taken::default();
         self.take_client_tool_answers(&request.thread_id, &history, &mut taken)?;
         self.take_resume_entries(request, &history, &mut taken)?;
@@ -103,7 +103,7 @@ impl ApprovalGate {
     fn take_client_tool_answers(
         &self,
         thread_id: &str,
-        history: &History,
+        history: &History<'_>,
         taken: &mut Taken,
     ) -> Result<(), AgentError> {
         let approval_tool = self.settings.client_tool_name.as_str();
@@ -125,14 +125,16 @@ impl ApprovalGate {
             // Whoever signed it, an answer about calls that all have their result acts on
             // nothing (every earlier approval, even one signed with a key since retired): it
             // needs no check, and must not end the thread.
-            if !candidates.is_empty() && candidates.iter().all(|c| history.carried_out(&c.id)) {
+            let carried_out =
+                |call: &HistoryCall| history.carried_out(&call.id, Channel::ApprovalCall);
+            if !candidates.is_empty() && candidates.iter().all(|c| carried_out(c)) {
                 continue;
             }
             let signed = self
                 .find_signed_call(&approval.id, thread_id, &candidates)
                 .ok_or_else(|| unknown(&approval.id))?;
             let call = signed.call;
-            if history.carried_out(&call.id) {
+            if carried_out(call) {
                 continue;
             }
             fresh(&signed)?;
@@ -147,7 +149,7 @@ impl ApprovalGate {
     fn take_resume_entries(
         &self,
         request: &RunRequest,
-        history: &History,
+        history: &History<'_>,
         taken: &mut Taken,
     ) -> Result<(), AgentError> {
         let approval_tool = self.settings.client_tool_name.as_str();
@@ -165,7 +167,7 @@ impl ApprovalGate {
                 .find_signed_call(&entry.interrupt_id, &request.thread_id, &candidates)
                 .ok_or_else(|| unknown(&entry.interrupt_id))?;
             let call = signed.call;
-            if history.carried_out(&call.id) {
+            if history.carried_out(&call.id, Channel::Resume) {
                 continue;
             }
             fresh(&signed)?;
@@ -188,7 +190,7 @@ impl ApprovalGate {
     fn check_last_turn_answered(
         &self,
         request: &RunRequest,
-        history: &History,
+        history: &History<'_>,
         taken: &Taken,
     ) -> Result<(), AgentError> {
         let Some(last_turn) = history.calls.iter().map(|c| c.message_index).max() else {
@@ -293,30 +295,44 @@ impl ApprovalGate {
     }
 }
 
+/// How a decision reaches the gate, which decides where a client's echo of it can be.
+#[derive(Clone, Copy)]
+enum Channel {
+    /// 0.x: a tool message answering the approval call, which is a call of its own.
+    ApprovalCall,
+    /// 1.0: a `resume` entry.
+    Resume,
+}
+
 /// The tool calls and tool messages of a request's history.
-struct History {
+struct History<'r> {
     calls: Vec<HistoryCall>,
     /// The text of the first tool message answering each call id.
     answers: HashMap<String, String>,
-    /// The "already carried out" guard's data: the calls with a result in the history (a tool
-    /// message that is not a client's echo of the decision).
-    results: HashSet<String>,
+    /// The "already carried out" guard's data: where each call's tool messages are.
+    replies: HashMap<String, Vec<usize>>,
+    /// Index of the last assistant message: what the model said last.
+    last_assistant: Option<usize>,
+    /// Calls the thread's record holds a result for (see [`RunRequest::recorded_results`]).
+    recorded: &'r BTreeSet<String>,
 }
 
-impl History {
-    fn of(messages: &[Message]) -> History {
+impl<'r> History<'r> {
+    fn of(messages: &[Message], recorded: &'r BTreeSet<String>) -> History<'r> {
         let mut answers = HashMap::new();
-        let mut results = HashSet::new();
-        for (call_id, text) in tool_answers(messages) {
-            if !is_decision_echo(&text) {
-                results.insert(call_id.clone());
-            }
+        let mut replies: HashMap<String, Vec<usize>> = HashMap::new();
+        for (index, call_id, text) in tool_answers(messages) {
+            replies.entry(call_id.clone()).or_default().push(index);
             answers.entry(call_id).or_insert(text);
         }
         History {
             calls: history_calls(messages),
             answers,
-            results,
+            replies,
+            last_assistant: messages
+                .iter()
+                .rposition(|m| matches!(m, Message::Assistant(_))),
+            recorded,
         }
     }
 
@@ -327,8 +343,25 @@ impl History {
     /// The "already carried out" guard: whether the call has its result in the history. A
     /// decision about such a call was acted on in an earlier run, and the client kept what it
     /// produced; acting on it again would repeat the side effect.
-    fn carried_out(&self, call_id: &str) -> bool {
-        self.results.contains(call_id)
+    ///
+    /// A result is told from a client's echo of the decision by where it is, never by what it
+    /// says: a tool's own result may well read `{"approved": true}`. A 0.x answer is a message
+    /// on the approval call, so any message on the call itself is its result. A 1.0 client may
+    /// echo its answer as a message on the call (CopilotKit's `useInterrupt`), added when it
+    /// answers: then it is the call's only message and the model has said nothing since. A
+    /// second message, or a reply of the model after the first, means the call has its result.
+    /// With a thread store the record settles it: a result the server produced (which it may
+    /// have put back where the client had dropped it) is a result.
+    fn carried_out(&self, call_id: &str, channel: Channel) -> bool {
+        if self.recorded.contains(call_id) {
+            return true;
+        }
+        let replies = self.replies.get(call_id).map_or(&[][..], Vec::as_slice);
+        match (channel, replies) {
+            (_, []) => false,
+            (Channel::Resume, [only]) => self.last_assistant.is_some_and(|last| last > *only),
+            (Channel::ApprovalCall | Channel::Resume, _) => true,
+        }
     }
 }
 
@@ -354,8 +387,9 @@ impl Taken {
         if !self.decided.insert(call.id.clone()) {
             return Err(answered_twice(&signed.id.to_string()));
         }
-        // A tool message for the decided call can only be a client's echo of the decision
-        // (CopilotKit appends one): not a tool result, so it goes.
+        // A decision is taken only while its call is not carried out, so a tool message for
+        // the call can only be a client's echo of the decision (CopilotKit appends one): not a
+        // tool result, so it goes.
         self.protocol_answers.insert(call.id.clone());
         self.confirmations
             .extend(Confirmation::of(&signed.id, &outcome));
@@ -584,12 +618,17 @@ fn history_calls(messages: &[Message]) -> Vec<HistoryCall> {
     calls
 }
 
-/// `(tool_call_id, text)` of every tool message.
-fn tool_answers(messages: &[Message]) -> Vec<(String, String)> {
+/// `(index, tool_call_id, text)` of every tool message.
+fn tool_answers(messages: &[Message]) -> Vec<(usize, String, String)> {
     messages
         .iter()
-        .filter_map(|message| match message {
-            Message::Tool(tool) => Some((tool.tool_call_id.clone(), content_text(&tool.content))),
+        .enumerate()
+        .filter_map(|(index, message)| match message {
+            Message::Tool(tool) => Some((
+                index,
+                tool.tool_call_id.clone(),
+                content_text(&tool.content),
+            )),
             _ => None,
         })
         .collect()
@@ -597,16 +636,6 @@ fn tool_answers(messages: &[Message]) -> Vec<(String, String)> {
 
 fn content_text(content: &Content) -> String {
     content.text()
-}
-
-/// Whether a tool message is a client's echo of an approval answer (`{"approved": bool, ...}`
-/// or `{"accepted": bool, ...}`) rather than a tool's result.
-fn is_decision_echo(text: &str) -> bool {
-    serde_json::from_str::<Value>(text).is_ok_and(|value| {
-        ["approved", "accepted"]
-            .iter()
-            .any(|key| value.get(key).is_some_and(Value::is_boolean))
-    })
 }
 
 /// Removes approval calls from assistant messages (and messages left empty), and the tool

@@ -6,6 +6,7 @@
 
 use std::time::Duration;
 
+use agui_host::settings::ThreadStoreKind;
 use serde_json::{json, Value};
 
 use super::*;
@@ -15,6 +16,10 @@ use super::*;
 enum Client {
     /// 1.0: the answer is a `resume` entry.
     V1,
+    /// 1.0 as CopilotKit's `useInterrupt` answers: the `resume` entry, and the answer appended
+    /// as a tool message on the call, which the client fills with the call's result once it
+    /// arrives (so it keeps one message per call).
+    V1Echo,
     /// 0.0.59 (CopilotKit): the answer is a tool message for the `request_approval` call.
     V0,
 }
@@ -22,7 +27,7 @@ enum Client {
 impl Client {
     fn body(self, messages: Vec<Value>, run: usize) -> Value {
         let mut body = match self {
-            Client::V1 => input(messages),
+            Client::V1 | Client::V1Echo => input(messages),
             Client::V0 => input_0x(messages),
         };
         body["runId"] = json!(format!("r{run}"));
@@ -32,7 +37,7 @@ impl Client {
     /// The id that names the approval: the interrupt id (1.0) or the approval call's id (0.x).
     fn approval_id(self, events: &[Value]) -> String {
         match self {
-            Client::V1 => interrupt_id(events, "call_1"),
+            Client::V1 | Client::V1Echo => interrupt_id(events, "call_1"),
             Client::V0 => approval_call_id(events),
         }
     }
@@ -47,8 +52,12 @@ impl Client {
         run: usize,
     ) -> (Value, Vec<Value>) {
         match self {
-            Client::V1 => {
-                let mut body = self.body(history.to_vec(), run);
+            Client::V1 | Client::V1Echo => {
+                let mut sent = history.to_vec();
+                if self == Client::V1Echo {
+                    sent.push(tool_result("call_1", &payload.to_string()));
+                }
+                let mut body = self.body(sent, run);
                 body["resume"] = json!([resolved(id, payload)]);
                 (body, history.to_vec())
             }
@@ -135,9 +144,23 @@ fn assert_plain_continuation(events: &[Value], client: Client, reply: &str) {
 /// With `expire_after_answer`, the approval's TTL passes before the third run.
 async fn four_runs(client: Client, path: Path, expire_after_answer: bool) {
     let service = ToolService::start().await;
+    let store = ThreadStoreKind::default();
+    four_runs_against(service, store, client, path, expire_after_answer).await;
+}
+
+/// `four_runs` with the tool backed by `service` and the thread kept in `store` (with `Off`,
+/// each run knows only the history the client sends).
+async fn four_runs_against(
+    service: ToolService,
+    store: ThreadStoreKind,
+    client: Client,
+    path: Path,
+    expire_after_answer: bool,
+) {
     let tools = vec![transfer_tool(&service, path.allow_edit)];
     let app = spawn_app(|settings| {
         with_tools(settings, tools);
+        settings.threads.store = store;
         if expire_after_answer {
             let agent = settings.agents.get_mut("assistant").unwrap();
             agent.approval.ttl_secs = 3;
@@ -170,7 +193,8 @@ async fn four_runs(client: Client, path: Path, expire_after_answer: bool) {
         "{:?}",
         types(&answered)
     );
-    assert_eq!(results(&answered).len(), 1, "{:?}", types(&answered));
+    let answered_results = results(&answered);
+    assert_eq!(answered_results.len(), 1, "{:?}", types(&answered));
     assert_executions(&service, &path, "the answer");
     let mut history = client_history(&kept, &answered);
 
@@ -205,6 +229,16 @@ async fn four_runs(client: Client, path: Path, expire_after_answer: bool) {
     assert_plain_continuation(&events, client, "Nothing to do.");
     assert_executions(&service, &path, "the replayed answer");
     assert_provider_saw_clean_histories(&app);
+    // Runs 3 to 5 (upstream requests 2 to 4) show the model the call's one result, as run 2
+    // produced it: the kept result is history, never taken for a client's echo and removed.
+    let (_, result) = &answered_results[0];
+    for body in &app.upstream_bodies()[2..] {
+        assert_eq!(
+            &content_text(upstream_answer(body, "call_1")),
+            result,
+            "{body}"
+        );
+    }
 }
 
 #[tokio::test]
@@ -237,6 +271,33 @@ async fn a_conversation_goes_on_after_the_approvals_ttl_for_a_0x_client() {
 #[tokio::test]
 async fn a_conversation_goes_on_after_the_approvals_ttl_for_a_1_0_client() {
     four_runs(Client::V1, approve(), true).await;
+}
+
+/// A tool whose own result looks like an approval answer (`{"approved": true}`) still has its
+/// result: the kept result is not taken for the client's echo of the answer, so nothing runs
+/// again on later messages or on the replayed answer, with or without a thread store.
+async fn a_result_shaped_like_an_answer_runs_once(client: Client) {
+    for store in [ThreadStoreKind::Off, ThreadStoreKind::Memory] {
+        let service = ToolService::answering(json!({"approved": true})).await;
+        four_runs_against(service, store, client, approve(), false).await;
+    }
+}
+
+#[tokio::test]
+async fn a_call_whose_result_looks_like_an_answer_runs_once_for_a_0x_client() {
+    a_result_shaped_like_an_answer_runs_once(Client::V0).await;
+}
+
+#[tokio::test]
+async fn a_call_whose_result_looks_like_an_answer_runs_once_for_a_1_0_client() {
+    a_result_shaped_like_an_answer_runs_once(Client::V1).await;
+}
+
+/// The same for a 1.0 client that echoes its answer on the call, on the first answer and on the
+/// replay: the echo is the call's only tool message, the replayed one a second message.
+#[tokio::test]
+async fn a_call_whose_result_looks_like_an_answer_runs_once_for_a_1_0_client_that_echoes() {
+    a_result_shaped_like_an_answer_runs_once(Client::V1Echo).await;
 }
 
 /// A response lost on the way (the client never got the result) cannot be told from a first

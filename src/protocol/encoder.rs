@@ -476,12 +476,7 @@ impl RunEncoder {
     }
 
     fn write(&mut self, body: EventBody, out: &mut Vec<u8>) -> Result<(), EncodeError> {
-        let event = Event {
-            body,
-            timestamp: self.timestamps.then(now_millis),
-            raw_event: None,
-            metadata: None,
-        };
+        let timestamp = self.timestamps.then(now_millis);
         if let Some(prefix) = &self.id_prefix {
             out.extend_from_slice(prefix);
             out.extend_from_slice(
@@ -491,10 +486,57 @@ impl RunEncoder {
             );
             out.push(b'\n');
         }
-        write_frame(&event, out)?;
+        if !write_content_frame(&body, timestamp, out)? {
+            let event = Event {
+                body,
+                timestamp,
+                raw_event: None,
+                metadata: None,
+            };
+            write_frame(&event, out)?;
+        }
         self.events_written += 1;
         Ok(())
     }
+}
+
+/// Writes the frame of a content event (a text, reasoning or argument fragment), the events a
+/// run is mostly made of, without serde's flattening of the body into [`Event`], which goes
+/// through a map serializer field by field. The bytes are exactly those of [`write_frame`]
+/// (the tests compare them). False, writing nothing, for every other event.
+fn write_content_frame(
+    body: &EventBody,
+    timestamp: Option<i64>,
+    out: &mut Vec<u8>,
+) -> Result<bool, EncodeError> {
+    let (head, id, delta): (&[u8], &str, &str) = match body {
+        EventBody::TextMessageContent(e) if e.subagent_run_id.is_none() => (
+            b"data: {\"type\":\"TEXT_MESSAGE_CONTENT\",\"messageId\":",
+            &e.message_id,
+            &e.delta,
+        ),
+        EventBody::ReasoningMessageContent(e) if e.subagent_run_id.is_none() => (
+            b"data: {\"type\":\"REASONING_MESSAGE_CONTENT\",\"messageId\":",
+            &e.message_id,
+            &e.delta,
+        ),
+        EventBody::ToolCallArgs(e) if e.subagent_run_id.is_none() => (
+            b"data: {\"type\":\"TOOL_CALL_ARGS\",\"toolCallId\":",
+            &e.tool_call_id,
+            &e.delta,
+        ),
+        _ => return Ok(false),
+    };
+    out.extend_from_slice(head);
+    serde_json::to_writer(&mut *out, id)?;
+    out.extend_from_slice(b",\"delta\":");
+    serde_json::to_writer(&mut *out, delta)?;
+    if let Some(timestamp) = timestamp {
+        out.extend_from_slice(b",\"timestamp\":");
+        out.extend_from_slice(itoa::Buffer::new().format(timestamp).as_bytes());
+    }
+    out.extend_from_slice(b"}\n\n");
+    Ok(true)
 }
 
 /// Appends one SSE frame, exactly `data: <compact json>\n\n`. serde_json escapes control

@@ -257,3 +257,63 @@ fn a_cancelled_run_closes_what_is_open_and_reads_per_version() {
         "nothing follows the terminal event"
     );
 }
+
+/// The content events' own writer gives the bytes serde gives for the same event, with and
+/// without a timestamp, for text that needs escaping (quotes, backslashes, control characters,
+/// line breaks, non-ASCII) and for events it leaves to serde (a subagent's).
+#[test]
+fn content_frames_are_written_byte_for_byte_as_serde_writes_them() {
+    let texts = [
+        "plain",
+        "",
+        "quote \" backslash \\ slash /",
+        "line\nbreak\r\ttab \u{0} \u{1f} \u{7f}",
+        "é 😀 \u{2028}\u{2029}",
+        "{\"recipe\": {\"title\": \"Tacos\"}}",
+    ];
+    for id in ["msg_1", "call \"odd\"\n"] {
+        for delta in texts {
+            let mut subagent = TextMessageContent::new(id.to_owned(), delta.to_owned());
+            subagent.subagent_run_id = Some("sub".into());
+            let bodies = [
+                EventBody::TextMessageContent(TextMessageContent::new(
+                    id.to_owned(),
+                    delta.to_owned(),
+                )),
+                EventBody::ReasoningMessageContent(TextMessageContent::new(
+                    id.to_owned(),
+                    delta.to_owned(),
+                )),
+                EventBody::ToolCallArgs(ToolCallArgs {
+                    tool_call_id: id.into(),
+                    delta: delta.into(),
+                    subagent_run_id: None,
+                }),
+                EventBody::TextMessageContent(subagent),
+            ];
+            for body in bodies {
+                for timestamp in [None, Some(1_764_547_200_123)] {
+                    let mut by_serde = Vec::new();
+                    let event = Event {
+                        body: body.clone(),
+                        timestamp,
+                        raw_event: None,
+                        metadata: None,
+                    };
+                    write_frame(&event, &mut by_serde).unwrap();
+                    let mut ours = Vec::new();
+                    if !write_content_frame(&body, timestamp, &mut ours).unwrap() {
+                        assert!(
+                            matches!(&body, EventBody::TextMessageContent(e) if e.subagent_run_id.is_some())
+                        );
+                        continue;
+                    }
+                    assert_eq!(
+                        String::from_utf8(ours).unwrap(),
+                        String::from_utf8(by_serde).unwrap()
+                    );
+                }
+            }
+        }
+    }
+}

@@ -125,6 +125,7 @@ async fn run_agent(
         span: span.clone(),
         last_write: Instant::now(),
         waits: None,
+        batch: Vec::new(),
     };
     let body = match log {
         Some(log) => super::runs::drive(&state, log, pump, span),
@@ -176,6 +177,11 @@ pub(super) struct Pump {
     last_write: Instant,
     /// The timers and signals `wait` selects on, made at its first call.
     waits: Option<Box<Waits>>,
+    /// Where a batch is encoded, kept from batch to batch so that it grows once per run rather
+    /// than from nothing for every batch. What leaves is an exact-size copy: a run's log keeps
+    /// its batches, and a batch kept with a growing vector's spare capacity cost about three
+    /// times its bytes.
+    batch: Vec<u8>,
 }
 
 /// What a run waits on besides its agent, kept across wake-ups (see `Pump::wait`).
@@ -212,7 +218,7 @@ impl Pump {
     /// updates when they are ready at once), or a keep-alive comment; `None` after the end.
     pub(super) async fn next_batch(&mut self) -> Option<Bytes> {
         self.updates.as_ref()?;
-        let mut out = Vec::new();
+        let mut out = std::mem::take(&mut self.batch);
         let events_before = self.encoder.events_written();
         if self.bytes_sent == 0 {
             // RUN_STARTED goes out before the model is even called: time to first byte is ours.
@@ -220,6 +226,7 @@ impl Pump {
         } else {
             let wake = self.wait().await;
             if let Wake::Idle = wake {
+                self.batch = out;
                 self.count_write(0, KEEP_ALIVE_FRAME.len());
                 self.last_write = Instant::now();
                 return Some(Bytes::from_static(KEEP_ALIVE_FRAME));
@@ -245,7 +252,7 @@ impl Pump {
     /// upstream request, goes now); the final chunk to send. `None` if the run was over.
     pub(super) async fn end_now(&mut self, code: &str, message: &str) -> Option<Bytes> {
         self.updates.as_ref()?;
-        let mut out = Vec::new();
+        let mut out = std::mem::take(&mut self.batch);
         let events_before = self.encoder.events_written();
         self.end_with_error(code, message, &mut out);
         Some(self.settle(out, events_before).await)
@@ -253,7 +260,7 @@ impl Pump {
 
     /// Counts a chunk about to leave; once it holds the terminal event, frees the run's slot and
     /// saves its thread.
-    async fn settle(&mut self, out: Vec<u8>, events_before: u64) -> Bytes {
+    async fn settle(&mut self, mut out: Vec<u8>, events_before: u64) -> Bytes {
         self.bytes_sent += out.len();
         self.last_write = Instant::now();
         let events = self.encoder.events_written() - events_before;
@@ -267,7 +274,10 @@ impl Pump {
                 thread.finish().await;
             }
         }
-        Bytes::from(out)
+        let batch = Bytes::copy_from_slice(&out);
+        out.clear();
+        self.batch = out;
+        batch
     }
 
     /// Waits for the next thing that moves the run. The timers and signals live as long as the

@@ -34,6 +34,7 @@ fn pump(updates: AgentStream, deadline: Option<Duration>, stop: CancellationToke
         cancel: None,
         last_write: Instant::now(),
         waits: None,
+        batch: Vec::new(),
     }
 }
 

@@ -426,7 +426,8 @@ async fn agentic_generative_ui_takes_the_dojo_fixtures_generate_task_steps_gener
 #[tokio::test]
 async fn predictive_state_updates_fills_the_document_then_asks_confirm_changes() {
     let app = offline_demo().await;
-    // The page registers both tools; the server's write_document wins.
+    // The page registers its own write_document and confirm_changes; the agent writes with
+    // write_document_local, the name the dojo's recorded model fixtures call.
     let tools = json!([
         frontend_tool(
             "confirm_changes",
@@ -447,7 +448,7 @@ async fn predictive_state_updates_fills_the_document_then_asks_confirm_changes()
     let events = app.run_events("/predictive_state_updates", &body).await;
     assert_well_formed(&events);
     assert_0x_compatible(&events);
-    let (write_id, arguments) = call_named(&events, "write_document", 10);
+    let (write_id, arguments) = call_named(&events, "write_document_local", 10);
     // The document fills in while the arguments stream: deltas before the call ends.
     let end = events
         .iter()
@@ -471,7 +472,7 @@ async fn predictive_state_updates_fills_the_document_then_asks_confirm_changes()
     let messages = vec![
         ask,
         json!({"id": "a1", "role": "assistant", "toolCalls": [
-            {"id": write_id, "type": "function", "function": {"name": "write_document", "arguments": arguments.to_string()}},
+            {"id": write_id, "type": "function", "function": {"name": "write_document_local", "arguments": arguments.to_string()}},
             {"id": confirm_id, "type": "function", "function": {"name": "confirm_changes", "arguments": "{}"}}
         ]}),
         tool_result(&confirm_id, r#"{"accepted":true}"#),
@@ -499,6 +500,66 @@ async fn predictive_state_updates_fills_the_document_then_asks_confirm_changes()
     let events = app.run_events("/predictive_state_updates", &body).await;
     assert_well_formed(&events);
     assert_eq!(last(&events)["outcome"]["type"], "interrupt");
+}
+
+#[tokio::test]
+async fn predictive_state_updates_takes_the_dojo_fixtures_write_document_local_call() {
+    let app = spawn_app(|_| {}).await;
+    let document = "Once upon a time there lived a dragon named Atlantis.";
+    let arguments = json!({"document": document}).to_string();
+    app.fake.push_call_then_text(
+        ("call_write", "write_document_local", &arguments),
+        "The story is in the document.",
+    );
+    // The page's own tools travel with every request, as CopilotKit sends them.
+    let tools = json!([
+        frontend_tool(
+            "confirm_changes",
+            json!({"type": "object", "properties": {}})
+        ),
+        frontend_tool(
+            "write_document",
+            json!({"type": "object", "properties": {"document": {"type": "string"}}, "required": ["document"]})
+        ),
+    ]);
+    let ask = user("Give me a story for a dragon called Atlantis in document");
+    let body = with(
+        with(input_0x(vec![ask.clone()]), "tools", tools.clone()),
+        "state",
+        json!({"document": ""}),
+    );
+    let events = app.run_events("/predictive_state_updates", &body).await;
+    assert_well_formed(&events);
+    let first = &app.upstream_bodies()[0];
+    let parameters = &upstream_tool(first, "write_document_local")["function"]["parameters"];
+    assert_eq!(parameters["required"], json!(["document"]));
+    // The fixture's call is the agent's own tool: the document is predicted and the page
+    // is asked to confirm, instead of an unknown-tool result.
+    let predicted = apply_state(json!({"document": ""}), &events);
+    assert_eq!(predicted, json!({"document": document}));
+    let (confirm_id, _) = call_named(&events, "confirm_changes", 1);
+    assert!(of_type(&events, "TOOL_CALL_RESULT").is_empty());
+
+    let messages = vec![
+        ask,
+        json!({"id": "a1", "role": "assistant", "toolCalls": [
+            {"id": "call_write", "type": "function", "function": {"name": "write_document_local", "arguments": arguments}},
+            {"id": confirm_id, "type": "function", "function": {"name": "confirm_changes", "arguments": "{}"}}
+        ]}),
+        tool_result(&confirm_id, r#"{"accepted":true}"#),
+    ];
+    let body = with(with(input_0x(messages), "tools", tools), "state", predicted);
+    let events = app.run_events("/predictive_state_updates", &body).await;
+    assert_well_formed(&events);
+    let result = the(&events, "TOOL_CALL_RESULT");
+    assert_eq!(result["toolCallId"], "call_write");
+    assert_eq!(result["content"], "Document saved.");
+    // The configured confirmation message, then the model's answer.
+    assert_eq!(
+        text_of(&events),
+        "Changes applied.The story is in the document."
+    );
+    assert_eq!(app.fake.unused_replies(), 0);
 }
 
 #[tokio::test]

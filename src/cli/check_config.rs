@@ -190,7 +190,7 @@ mod tests {
             "{report}"
         );
         assert!(
-            report.contains("predicted key document <- write_document.document"),
+            report.contains("predicted key document <- write_document_local.document"),
             "{report}"
         );
     }

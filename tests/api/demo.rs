@@ -423,12 +423,10 @@ async fn agentic_generative_ui_takes_the_dojo_fixtures_generate_task_steps_gener
     );
 }
 
-#[tokio::test]
-async fn predictive_state_updates_fills_the_document_then_asks_confirm_changes() {
-    let app = offline_demo().await;
-    // The page registers its own write_document and confirm_changes; the agent writes with
-    // write_document_local, the name the dojo's recorded model fixtures call.
-    let tools = json!([
+/// The tools the predictive-state page registers itself: `confirm_changes` and its own
+/// `write_document`.
+fn predictive_page_tools() -> Value {
+    json!([
         frontend_tool(
             "confirm_changes",
             json!({"type": "object", "properties": {}})
@@ -437,7 +435,15 @@ async fn predictive_state_updates_fills_the_document_then_asks_confirm_changes()
             "write_document",
             json!({"type": "object", "properties": {"document": {"type": "string"}}, "required": ["document"]})
         ),
-    ]);
+    ])
+}
+
+#[tokio::test]
+async fn predictive_state_updates_fills_the_document_then_asks_confirm_changes() {
+    let app = offline_demo().await;
+    // The page registers its own write_document and confirm_changes; the agent writes with
+    // write_document_local, the name the dojo's recorded model fixtures call.
+    let tools = predictive_page_tools();
     let before = json!({"document": ""});
     let ask = user("Write a document about cats");
     let body = with(
@@ -512,16 +518,7 @@ async fn predictive_state_updates_takes_the_dojo_fixtures_write_document_local_c
         "The story is in the document.",
     );
     // The page's own tools travel with every request, as CopilotKit sends them.
-    let tools = json!([
-        frontend_tool(
-            "confirm_changes",
-            json!({"type": "object", "properties": {}})
-        ),
-        frontend_tool(
-            "write_document",
-            json!({"type": "object", "properties": {"document": {"type": "string"}}, "required": ["document"]})
-        ),
-    ]);
+    let tools = predictive_page_tools();
     let ask = user("Give me a story for a dragon called Atlantis in document");
     let body = with(
         with(input_0x(vec![ask.clone()]), "tools", tools.clone()),

@@ -549,23 +549,31 @@ async fn a_second_run_on_a_busy_thread_gets_409(backend: Backend) {
     assert_well_formed(&app.run_events("/", &run_input("r3", history)).await);
 }
 
+/// Starts a slow run on `older_app`, runs a newer one on the same thread through `newer_app`
+/// (checked well formed), then reads the older run to its end: its events.
+async fn an_older_run_and_a_newer_one(older_app: &TestApp, newer_app: &TestApp) -> Vec<Value> {
+    older_app.fake.push(slow_reply());
+    newer_app
+        .fake
+        .push(Reply::Sse(chunks::text_reply(&["The newer answer."])));
+    let mut older = EventReader::new(older_app.post_run("/", &input(vec![user("Hi")])).await);
+    assert_eq!(older.next().await.unwrap()["type"], "RUN_STARTED");
+    let newer = newer_app
+        .run_events("/", &run_input("r2", vec![user("Never mind, this")]))
+        .await;
+    assert_well_formed(&newer);
+    let mut events = Vec::new();
+    while let Some(event) = older.next().await {
+        events.push(event);
+    }
+    events
+}
+
 async fn supersede_ends_the_older_run(backend: Backend) {
     let app = backend
         .app(|settings| settings.threads.on_concurrent_run = ConcurrentRunPolicy::Supersede)
         .await;
-    app.fake.push(slow_reply());
-    app.fake
-        .push(Reply::Sse(chunks::text_reply(&["The newer answer."])));
-    let mut first = EventReader::new(app.post_run("/", &input(vec![user("Hi")])).await);
-    assert_eq!(first.next().await.unwrap()["type"], "RUN_STARTED");
-    let events = app
-        .run_events("/", &run_input("r2", vec![user("Never mind, this")]))
-        .await;
-    assert_well_formed(&events);
-    let mut older = Vec::new();
-    while let Some(event) = first.next().await {
-        older.push(event);
-    }
+    let older = an_older_run_and_a_newer_one(&app, &app).await;
     let end = older.last().expect("the older run ends");
     assert_eq!(end["type"], "RUN_ERROR", "{older:?}");
     assert_eq!(end["code"], "thread_superseded");
@@ -650,21 +658,8 @@ async fn redis_a_run_superseded_on_another_replica_cannot_overwrite_the_newer_re
     };
     let one = redis.app(supersede).await;
     let two = redis.app(supersede).await;
-    one.fake.push(slow_reply());
-    two.fake
-        .push(Reply::Sse(chunks::text_reply(&["The newer answer."])));
-    let mut older = EventReader::new(one.post_run("/", &input(vec![user("Hi")])).await);
-    assert_eq!(older.next().await.unwrap()["type"], "RUN_STARTED");
-    let newer = two
-        .run_events("/", &run_input("r2", vec![user("Never mind, this")]))
-        .await;
-    assert_well_formed(&newer);
-
     // The older run ends well inside its renewal window, so it never hears it was superseded.
-    let mut events = Vec::new();
-    while let Some(event) = older.next().await {
-        events.push(event);
-    }
+    let events = an_older_run_and_a_newer_one(&one, &two).await;
     assert_eq!(
         last(&events)["type"],
         "RUN_FINISHED",

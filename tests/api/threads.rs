@@ -181,7 +181,9 @@ async fn hydrate_after_a_finished_run_then_continue(backend: Backend) {
     );
 }
 
-async fn hydrate_after_an_interrupt_and_an_approval_runs_once(backend: Backend) {
+/// An app whose `transfer_money` (counted at `service`) needs approval, with the model's next
+/// reply a call of it.
+async fn transfer_app_about_to_ask(backend: &Backend) -> (ToolService, TestApp) {
     let service = ToolService::start().await;
     let tools = vec![transfer_tool(&service, false)];
     let app = backend.app(|settings| with_tools(settings, tools)).await;
@@ -189,6 +191,11 @@ async fn hydrate_after_an_interrupt_and_an_approval_runs_once(backend: Backend) 
         &[("call_1", "transfer_money", TRANSFER_ARGS)],
         false,
     )));
+    (service, app)
+}
+
+async fn hydrate_after_an_interrupt_and_an_approval_runs_once(backend: Backend) {
+    let (service, app) = transfer_app_about_to_ask(&backend).await;
     let events = app
         .run_events("/", &input(vec![user("Send 250 to Bob.")]))
         .await;
@@ -229,13 +236,7 @@ async fn hydrate_after_an_interrupt_and_an_approval_runs_once(backend: Backend) 
 /// A 0.x client (CopilotKit) is asked through a `request_approval` tool call, not an
 /// interrupt: a reload hands that call back unanswered, and answering it runs the tool once.
 async fn hydrate_for_a_0x_client_shows_the_pending_approval_call(backend: Backend) {
-    let service = ToolService::start().await;
-    let tools = vec![transfer_tool(&service, false)];
-    let app = backend.app(|settings| with_tools(settings, tools)).await;
-    app.fake.push(Reply::Sse(chunks::tool_calls(
-        &[("call_1", "transfer_money", TRANSFER_ARGS)],
-        false,
-    )));
+    let (service, app) = transfer_app_about_to_ask(&backend).await;
     let asked = app
         .run_events("/", &input_0x(vec![user("Send 250 to Bob.")]))
         .await;

@@ -75,7 +75,6 @@ pub(super) type Live = RunningService<RoleClient, Handler>;
 
 /// Starts and initializes the server and lists its tools, within `connect_timeout_secs`.
 pub(super) async fn connect(server: &Arc<McpServer>) -> Result<Live, String> {
-    let timeout = Duration::from_secs(server.settings.connect_timeout_secs);
     let attempt = async {
         let handler = Handler {
             server: Arc::downgrade(server),
@@ -108,13 +107,23 @@ pub(super) async fn connect(server: &Arc<McpServer>) -> Result<Live, String> {
         list_tools(server, live.peer()).await?;
         Ok(live)
     };
-    match tokio::time::timeout(timeout, attempt).await {
-        Ok(result) => result,
-        Err(_) => Err(format!(
-            "no answer within connect_timeout_secs ({})",
-            timeout.as_secs()
-        )),
-    }
+    within_connect_timeout(server, attempt).await
+}
+
+/// `work`'s outcome, or an error once `connect_timeout_secs` has passed without one.
+async fn within_connect_timeout<T>(
+    server: &McpServer,
+    work: impl std::future::Future<Output = Result<T, String>>,
+) -> Result<T, String> {
+    let timeout = Duration::from_secs(server.settings.connect_timeout_secs);
+    tokio::time::timeout(timeout, work)
+        .await
+        .unwrap_or_else(|_| {
+            Err(format!(
+                "no answer within connect_timeout_secs ({})",
+                timeout.as_secs()
+            ))
+        })
 }
 
 /// Serves a live connection until it ends (`false`) or the service shuts down (`true`, after
@@ -140,30 +149,21 @@ pub(super) async fn serve(server: &Arc<McpServer>, live: Live) -> bool {
             () = server.list_changed.notified() => {
                 // Bounded, and given up at shutdown: a server that never answers this listing
                 // would otherwise hold the loop, and with it the service's shutdown, forever.
-                let timeout = Duration::from_secs(server.settings.connect_timeout_secs);
                 let listed = tokio::select! {
-                    listed = tokio::time::timeout(timeout, list_tools(server, &peer)) => listed,
+                    listed = within_connect_timeout(server, list_tools(server, &peer)) => listed,
                     () = server.shutdown.cancelled() => continue,
                 };
-                let failure = match listed {
-                    Ok(Ok(())) => {
-                        tracing::info!(
-                            agent = %server.agent, server = %server.settings.name,
-                            tools = server.current_tool_count(),
-                            "MCP tool list changed"
-                        );
-                        continue;
-                    }
-                    Ok(Err(message)) => message,
-                    Err(_) => format!(
-                        "no answer within connect_timeout_secs ({})",
-                        timeout.as_secs()
+                match listed {
+                    Ok(()) => tracing::info!(
+                        agent = %server.agent, server = %server.settings.name,
+                        tools = server.current_tool_count(),
+                        "MCP tool list changed"
                     ),
-                };
-                tracing::warn!(
-                    agent = %server.agent, server = %server.settings.name, message = %failure,
-                    "MCP tool list could not be refreshed; keeping the previous one"
-                );
+                    Err(message) => tracing::warn!(
+                        agent = %server.agent, server = %server.settings.name, %message,
+                        "MCP tool list could not be refreshed; keeping the previous one"
+                    ),
+                }
             }
         }
     }

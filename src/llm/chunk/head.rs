@@ -20,11 +20,14 @@ use super::fast;
 /// What separates a chunk's head from its `choices`.
 const CHOICES: &[u8] = b",\"choices\":";
 
-/// The remembered head of the stream's chunks, and a buffer for the rest of a chunk.
+/// The last head seen, whether it may be skipped, and a buffer for the rest of a chunk.
 #[derive(Debug, Default)]
 pub(super) struct SharedHead {
-    /// The bytes before `,"choices":`, `{` included; empty when nothing is remembered.
+    /// The bytes before `,"choices":` of the last chunk read whole, `{` included.
     head: String,
+    /// Whether `head` holds only members the parser ignores. Kept for a head that does not, so
+    /// that a server repeating it is not checked again on every chunk.
+    skippable: bool,
     /// `{` and the chunk from `"choices"` on.
     rest: String,
 }
@@ -32,7 +35,7 @@ pub(super) struct SharedHead {
 impl SharedHead {
     /// `data` without the remembered head, as an object of its own, when it starts with it.
     pub(super) fn strip(&mut self, data: &str) -> Option<&str> {
-        if self.head.is_empty() {
+        if !self.skippable {
             return None;
         }
         let after = data.strip_prefix(self.head.as_str())?;
@@ -46,11 +49,12 @@ impl SharedHead {
         Some(&self.rest)
     }
 
-    /// Remembers the head of `data`, a chunk that was just read whole, if it holds only members
-    /// the parser ignores; forgets the previous head otherwise.
+    /// Remembers the head of `data`, a chunk that was just read whole, and whether it holds only
+    /// members the parser ignores (checked once per distinct head).
     pub(super) fn learn(&mut self, data: &str) {
         let Some(at) = memmem::find(data.as_bytes(), CHOICES) else {
             self.head.clear();
+            self.skippable = false;
             return;
         };
         let head = &data[..at];
@@ -58,12 +62,11 @@ impl SharedHead {
             return;
         }
         self.head.clear();
+        self.head.push_str(head);
         self.rest.clear();
         self.rest.push_str(head);
         self.rest.push('}');
-        if fast::head_is_ignored(&self.rest) {
-            self.head.push_str(head);
-        }
+        self.skippable = fast::head_is_ignored(&self.rest);
     }
 }
 
@@ -106,7 +109,10 @@ mod tests {
             r#"{"meta":{"a":1"#, // the `,"choices":` found is nested in `meta`
         ] {
             let mut shared = SharedHead::default();
+            shared.learn(&chunk(HEAD, ""));
             let data = chunk(head, "");
+            // Twice: a head seen again is not checked again, and stays unskippable.
+            shared.learn(&data);
             shared.learn(&data);
             assert_eq!(shared.strip(&data), None, "{head}");
         }

@@ -360,7 +360,7 @@ impl<'r> History<'r> {
         match (channel, replies) {
             (_, []) => false,
             (Channel::Resume, [only]) => self.last_assistant.is_some_and(|last| last > *only),
-            (Channel::ApprovalCall | Channel::Resume, _) => true,
+            _ => true,
         }
     }
 }

@@ -29,6 +29,7 @@ use super::error::{LlmError, Redactor};
 use super::sse::{SseDecoder, SseEvent};
 use super::{FinishReason, LlmEvent, Usage};
 use head::SharedHead;
+use shape::{Found, Shapes, Slot};
 
 /// How much of an offending payload goes into a log detail.
 const DETAIL_MAX_CHARS: usize = 300;
@@ -282,6 +283,8 @@ pub(crate) struct ChunkParser {
     usage: Option<Usage>,
     /// The members every chunk of this reply repeats before `choices`, read once.
     head: SharedHead,
+    /// The chunks this reply repeats but for one string, read without the JSON parser.
+    shapes: Shapes,
 }
 
 /// Why `[DONE]` after chunks that never carried a choice is an error: every chat completion
@@ -323,8 +326,23 @@ impl ChunkParser {
         if data.is_empty() {
             return Ok(Flow::Continue);
         }
+        if let Some((slot, text)) = self.head.tail(data).and_then(|tail| self.shapes.read(tail)) {
+            self.on_string(slot, text, out);
+            return Ok(Flow::Continue);
+        }
         match self.parse_chunk(data) {
-            Ok(chunk) => self.on_chunk(chunk, data, out),
+            Ok(chunk) => {
+                let found = self
+                    .shapes
+                    .is_learning()
+                    .then(|| one_string(&chunk))
+                    .flatten();
+                let flow = self.on_chunk(chunk, data, out)?;
+                if let Some((choice, found)) = found {
+                    self.learn_shape(data, choice, &found);
+                }
+                Ok(flow)
+            }
             Err(first_error) => {
                 // A server that forgets the blank line between events makes one event of several
                 // `data:` lines, each a whole chunk (or `[DONE]`). Accept that when every line is
@@ -403,6 +421,42 @@ impl ChunkParser {
         if let Some(usage) = self.usage.take() {
             out.push(LlmEvent::Usage(usage));
         }
+    }
+
+    /// A chunk read by its shape: what [`Self::on_chunk`] does with a chunk whose one string
+    /// is `text` in `slot`.
+    fn on_string(&mut self, slot: Slot, text: String, out: &mut Vec<LlmEvent>) {
+        match slot {
+            Slot::Content => out.push(LlmEvent::TextDelta(text)),
+            Slot::Reasoning => out.push(LlmEvent::ReasoningDelta(text)),
+            Slot::Arguments { wire_index } => self.calls.on_fragment(
+                Fragment {
+                    index: wire_index,
+                    id: None,
+                    name: None,
+                    arguments: text,
+                },
+                out,
+            ),
+        }
+    }
+
+    /// Learns the shape of `data`, a chunk just read whole that carried one string, if it is on
+    /// the choice this parser follows (so a chunk of that shape is not one to ignore).
+    fn learn_shape(&mut self, data: &str, choice: u64, found: &Found) {
+        if self.choice_index != Some(choice) {
+            return;
+        }
+        let (Some(head), Some(tail)) = (self.head.skippable(), self.head.tail(data)) else {
+            return;
+        };
+        self.shapes.learn(head, tail, found, |whole| {
+            parse_object(whole)
+                .ok()
+                .as_ref()
+                .and_then(one_string)
+                .map(|(_, found)| found)
+        });
     }
 
     /// [`parse_object`], skipping the head this reply's chunks share once it is known.
@@ -561,6 +615,56 @@ fn parse_object(data: &str) -> Result<WireChunk, String> {
     }
 }
 
+/// The choice index and the one string of a chunk that sets nothing else the parser acts on:
+/// one choice, no finish reason, and a delta with only a text, a reasoning text, or a fragment
+/// of arguments (with no id or name). Such a chunk may teach a shape.
+fn one_string(chunk: &WireChunk) -> Option<(u64, Found)> {
+    let plain =
+        chunk.error.is_none() && chunk.usage.is_none() && chunk.object.as_deref() != Some("error");
+    let [choice] = chunk.choices.as_deref().filter(|_| plain)? else {
+        return None;
+    };
+    if choice.finish_reason.is_some() || choice.message.is_some() {
+        return None;
+    }
+    let delta = choice.delta.as_ref()?;
+    if delta.refusal.is_some() || delta.function_call.is_some() {
+        return None;
+    }
+    let found = |slot, key, value: &String| Found {
+        slot,
+        key,
+        value: value.clone(),
+    };
+    let found = match (
+        &delta.content,
+        &delta.reasoning_content,
+        &delta.reasoning,
+        delta.tool_calls.as_deref(),
+    ) {
+        (Some(Value::String(text)), None, None, None) => {
+            found(Slot::Content, b"\"content\":\"", text)
+        }
+        (None, Some(text), None, None) => found(Slot::Reasoning, b"\"reasoning_content\":\"", text),
+        (None, None, Some(text), None) => found(Slot::Reasoning, b"\"reasoning\":\"", text),
+        (None, None, None, Some([call])) => {
+            let function = call.function.as_ref().filter(|f| f.name.is_none());
+            let Some(Value::String(text)) = function.and_then(|f| f.arguments.as_ref()) else {
+                return None;
+            };
+            if call.id.is_some() {
+                return None;
+            }
+            let slot = Slot::Arguments {
+                wire_index: call.index,
+            };
+            found(slot, b"\"arguments\":\"", text)
+        }
+        _ => return None,
+    };
+    Some((choice.index.unwrap_or(0), found))
+}
+
 fn content_text(content: &Value) -> Option<String> {
     let text = match content {
         Value::String(text) => text.clone(),
@@ -614,6 +718,14 @@ impl StreamDecoder {
             events: Vec::new(),
             produced: Vec::new(),
         }
+    }
+
+    /// A decoder that reads every chunk with the JSON parser, to compare the shapes against.
+    #[cfg(test)]
+    fn without_shapes(redactor: Redactor) -> Self {
+        let mut decoder = Self::new(redactor);
+        decoder.parser.shapes = Shapes::disabled();
+        decoder
     }
 
     /// True once `[DONE]`, an error or the end of the body was handled.
@@ -702,6 +814,7 @@ impl StreamDecoder {
 /// The typed fast path of [`parse_object`].
 mod fast;
 mod head;
+mod shape;
 
 #[cfg(test)]
 mod tests;

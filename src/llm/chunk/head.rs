@@ -33,15 +33,24 @@ pub(super) struct SharedHead {
 }
 
 impl SharedHead {
-    /// `data` without the remembered head, as an object of its own, when it starts with it.
-    pub(super) fn strip(&mut self, data: &str) -> Option<&str> {
+    /// The remembered head, when it may be skipped.
+    pub(super) fn skippable(&self) -> Option<&str> {
+        self.skippable.then_some(self.head.as_str())
+    }
+
+    /// `data` after the remembered head (from `,"choices":` on), when it starts with it and
+    /// the head may be skipped. Borrowed: nothing is copied.
+    pub(super) fn tail<'a>(&self, data: &'a str) -> Option<&'a str> {
         if !self.skippable {
             return None;
         }
         let after = data.strip_prefix(self.head.as_str())?;
-        if !after.as_bytes().starts_with(CHOICES) {
-            return None;
-        }
+        after.as_bytes().starts_with(CHOICES).then_some(after)
+    }
+
+    /// `data` without the remembered head, as an object of its own, when it starts with it.
+    pub(super) fn strip(&mut self, data: &str) -> Option<&str> {
+        let after = self.tail(data)?;
         self.rest.clear();
         self.rest.push('{');
         // After the comma: `"choices":…}`.

@@ -689,3 +689,161 @@ fn a_shared_head_hides_neither_an_error_frame_nor_a_nested_choices() {
         vec![text("a"), text("b"), finished(FinishReason::Stop)]
     );
 }
+
+/// `body` decoded twice, with shapes and with every chunk read by the JSON parser, which must
+/// agree; and how many shapes were learnt.
+fn run_with_and_without_shapes(body: &str) -> (Vec<Result<LlmEvent, LlmError>>, usize) {
+    let redactor = || Redactor::new(["sk-live-secret".to_owned()]);
+    let decode = |mut decoder: StreamDecoder| {
+        let mut out = Vec::new();
+        // In pieces, as a socket delivers them, so that shapes are learnt and used across reads.
+        for piece in body.as_bytes().chunks(97) {
+            decoder.feed(piece, &mut out);
+        }
+        decoder.end_with(None, &mut out);
+        let learnt = decoder.parser.shapes.learnt();
+        (out, learnt)
+    };
+    let (with_shapes, learnt) = decode(StreamDecoder::new(redactor()));
+    let (parsed, _) = decode(StreamDecoder::without_shapes(redactor()));
+    assert_eq!(format!("{with_shapes:?}"), format!("{parsed:?}"));
+    (with_shapes, learnt)
+}
+
+const HEAD: &str = r#""id":"chatcmpl-9","object":"chat.completion.chunk","created":1700000000,"model":"m","system_fingerprint":"fp""#;
+
+fn content_chunk(quoted: &str) -> String {
+    openai_chunk(
+        HEAD,
+        &format!(
+            r#"{{"index":0,"delta":{{"content":{quoted}}},"logprobs":null,"finish_reason":null}}"#
+        ),
+        "",
+    )
+}
+
+fn arguments_chunk(index: u64, quoted: &str) -> String {
+    openai_chunk(
+        HEAD,
+        &format!(
+            r#"{{"index":0,"delta":{{"tool_calls":[{{"index":{index},"function":{{"arguments":{quoted}}}}}]}},"logprobs":null,"finish_reason":null}}"#
+        ),
+        "",
+    )
+}
+
+/// Texts, reasoning and two interleaved calls' arguments, with escapes, non-ASCII, empty and
+/// null strings, and strings that would change the chunk's structure if taken as raw bytes.
+#[test]
+fn a_reply_read_by_its_shapes_reads_as_if_every_chunk_were_parsed() {
+    let mut body = openai_chunk(
+        HEAD,
+        r#"{"index":0,"delta":{"role":"assistant","content":""},"logprobs":null,"finish_reason":null}"#,
+        "",
+    );
+    for quoted in [
+        r#""Hel""#,
+        r#""lo \"you\"\n""#,
+        r#""\u00e9 é😀""#,
+        r#""""#,
+        "null",
+        r#""a\\""#,
+        r#""a","role":"b""#,
+        r#""x"},"finish_reason":"stop","y":{"z":"""#,
+        r#""tail""#,
+    ] {
+        body += &content_chunk(quoted);
+    }
+    for quoted in [r#""think""#, r#""ing \"hard\"""#] {
+        body += &openai_chunk(
+            HEAD,
+            &format!(
+                r#"{{"index":0,"delta":{{"reasoning_content":{quoted}}},"logprobs":null,"finish_reason":null}}"#
+            ),
+            "",
+        );
+    }
+    for (index, id) in [(0, "call_a"), (1, "call_b")] {
+        body += &openai_chunk(
+            HEAD,
+            &format!(
+                r#"{{"index":0,"delta":{{"tool_calls":[{{"index":{index},"id":"{id}","type":"function","function":{{"name":"f","arguments":""}}}}]}},"logprobs":null,"finish_reason":null}}"#
+            ),
+            "",
+        );
+    }
+    for (index, quoted) in [
+        (0, r#""{\"a\":""#),
+        (1, r#""{\"b\":""#),
+        (0, r#"" \"x\\\"y\"""#),
+        (1, r#"" 2""#),
+        (0, r#""}""#),
+        (1, r#""}""#),
+    ] {
+        body += &arguments_chunk(index, quoted);
+    }
+    body += &openai_chunk(
+        HEAD,
+        r#"{"index":0,"delta":{},"logprobs":null,"finish_reason":"tool_calls"}"#,
+        "",
+    );
+    body += "data: [DONE]\n\n";
+
+    let (events, learnt) = run_with_and_without_shapes(&body);
+    assert_eq!(learnt, 4, "text, reasoning and one shape per call's index");
+    let events = ok(events);
+    let texts: Vec<&LlmEvent> = events
+        .iter()
+        .filter(|e| matches!(e, LlmEvent::TextDelta(_)))
+        .collect();
+    assert_eq!(texts[1], &text("lo \"you\"\n"));
+    assert_eq!(texts[2], &text("é é😀"));
+    assert_eq!(texts[4], &text("a"), "the role after it is not text");
+    assert_eq!(
+        arguments_by_index(&events),
+        vec![r#"{"a": "x\"y"}"#.to_owned(), r#"{"b": 2}"#.to_owned()]
+    );
+}
+
+/// A string under the same key in a member the parser ignores is not taken for the one it
+/// reads: the probe fails, no shape is kept, and each chunk's own text is read.
+#[test]
+fn a_look_alike_string_in_an_ignored_member_teaches_no_shape() {
+    let chunk = |ignored: &str| {
+        openai_chunk(
+            HEAD,
+            &format!(
+                r#"{{"index":0,"delta":{{"content": "same"}},"meta":{{"content":"{ignored}"}}}}"#
+            ),
+            "",
+        )
+    };
+    let body = chunk("same") + &chunk("other") + &chunk("third") + "data: [DONE]\n\n";
+    let (events, learnt) = run_with_and_without_shapes(&body);
+    assert_eq!(learnt, 0);
+    assert_eq!(
+        ok(events),
+        vec![
+            text("same"),
+            text("same"),
+            text("same"),
+            finished(FinishReason::Stop)
+        ]
+    );
+}
+
+/// A chunk of a known shape whose string is not well-formed JSON is read by the parser, which
+/// refuses it as before.
+#[test]
+fn a_malformed_string_in_a_known_shape_is_still_malformed() {
+    for broken in ["\"a\u{1}b\"", r#""a\qb""#, r#""a"b""#] {
+        let body = content_chunk(r#""ok""#) + &content_chunk(r#""fine""#) + &content_chunk(broken);
+        let (events, learnt) = run_with_and_without_shapes(&body);
+        assert_eq!(learnt, 1);
+        assert_eq!(events[1].as_ref().unwrap(), &text("fine"));
+        assert!(
+            matches!(events[2], Err(LlmError::Malformed { .. })),
+            "{broken}: {events:?}"
+        );
+    }
+}

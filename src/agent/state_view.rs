@@ -43,7 +43,7 @@ fn apply_into(
             events.push(EventBody::state_snapshot(snapshot));
         }
         StateUpdate::Delta(patch) => {
-            json_patch::patch(state, &patch).map_err(|e| e.to_string())?;
+            crate::state::patch::apply(state, &patch).map_err(|e| e.to_string())?;
             events.push(EventBody::state_delta(patch));
         }
         StateUpdate::SetIfAbsent(mut members) => {

@@ -1,6 +1,6 @@
-//! Predictive state, the pure part: an incremental partial-JSON parser ([`PartialJson`]) and the
+//! Predictive state, the pure part: an incremental partial-JSON parser ([`PartialJson`]), the
 //! [`Projection`] of one tool call's streaming arguments onto state keys as minimal RFC 6902
-//! patches.
+//! patches, and applying such patches to the server's own copy of the state ([`patch`]).
 //!
 //! This module is a leaf: it uses `serde_json` and `json_patch` and nothing else of the crate —
 //! no tokio, no agent or protocol types, and no clock (time comes in as an argument). The
@@ -15,6 +15,7 @@
 //! a growing string, which JSON Patch forces (it has no append); [`Coalescing`] bounds it.
 
 mod partial_json;
+pub mod patch;
 mod projection;
 #[cfg(test)]
 mod properties;

@@ -92,9 +92,9 @@ impl ThreadRecorder {
                     .state
                     .get_or_insert_with(|| Value::Object(serde_json::Map::new()));
                 // A patch is atomic on the client too: one that fails leaves the state as is,
-                // which json_patch::patch guarantees by undoing what it applied (no copy of
-                // the state per delta: a predictive run sends one per argument fragment).
-                let _ = json_patch::patch(state, &delta.delta);
+                // which state::patch::apply guarantees without a copy of the state per delta (a
+                // predictive run sends one per argument fragment).
+                let _ = crate::state::patch::apply(state, &delta.delta);
             }
             EventBody::MessagesSnapshot(snapshot) => self.messages = snapshot.messages.clone(),
             _ => {}

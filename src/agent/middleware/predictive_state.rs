@@ -191,7 +191,7 @@ impl UpdateMapper for PredictiveMapper {
             EventBody::StateDelta(delta) => {
                 // Applied all or nothing, as the client does: a patch that fails leaves both
                 // unchanged.
-                let _ = json_patch::patch(&mut self.view, &delta.delta);
+                let _ = crate::state::patch::apply(&mut self.view, &delta.delta);
                 out.push(EventBody::StateDelta(delta).into());
             }
             EventBody::ToolCallStart(start) => {
@@ -297,7 +297,7 @@ impl PredictiveMapper {
         if !call.streaming || ops.is_empty() {
             return None;
         }
-        match json_patch::patch(&mut self.view, &ops) {
+        match crate::state::patch::apply(&mut self.view, &ops) {
             Ok(()) => Some(ops),
             Err(error) => {
                 // Something else changed the keys under the projection (another snapshot or

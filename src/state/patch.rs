@@ -1,0 +1,138 @@
+//! Applying a JSON Patch to the state the server keeps (the predictive view, a thread's
+//! record): `json_patch::patch`, with a direct path for the patches a predictive run sends.
+//!
+//! A predictive run sends one `STATE_DELTA` per argument fragment, almost always one `add` or
+//! `replace`, and the server applies each to its own copy of the state. `json_patch` resolves a
+//! path by unescaping every one of its tokens into a new string (`~1`, `~0`), which cost more
+//! than the rest of the delta. A one-operation `add` or `replace` whose path has no escapes is
+//! applied here by walking the tokens in place. Anything else, and any patch this path cannot
+//! apply, goes to `json_patch`, which then decides, so a patch that fails still fails with its
+//! error and leaves the state as it was.
+
+use json_patch::{PatchError, PatchOperation};
+use serde_json::Value;
+
+/// Applies `patch` to `doc`, all or nothing, exactly as `json_patch::patch` does.
+pub fn apply(doc: &mut Value, patch: &[PatchOperation]) -> Result<(), PatchError> {
+    if let [operation] = patch {
+        if apply_simple(doc, operation).is_some() {
+            return Ok(());
+        }
+    }
+    json_patch::patch(doc, patch)
+}
+
+/// Applies one `add` or `replace` whose path needs no unescaping; `None` (and `doc` untouched)
+/// when the operation is another one, or the path does not resolve the way the operation
+/// needs. Nothing is written until the target is found.
+fn apply_simple(doc: &mut Value, operation: &PatchOperation) -> Option<()> {
+    let (path, value, replace) = match operation {
+        PatchOperation::Add(add) => (add.path.as_str(), &add.value, false),
+        PatchOperation::Replace(op) => (op.path.as_str(), &op.value, true),
+        _ => return None,
+    };
+    // The root (an empty path) and escaped tokens are left to json_patch.
+    let tokens = path.strip_prefix('/').filter(|rest| !rest.contains('~'))?;
+    let (parents, last) = match tokens.rsplit_once('/') {
+        Some((parents, last)) => (Some(parents), last),
+        None => (None, tokens),
+    };
+    let mut target = doc;
+    for token in parents.into_iter().flat_map(|parents| parents.split('/')) {
+        target = match target {
+            Value::Object(members) => members.get_mut(token)?,
+            Value::Array(items) => items.get_mut(array_index(token)?)?,
+            _ => return None,
+        };
+    }
+    match target {
+        Value::Object(members) if replace => *members.get_mut(last)? = value.clone(),
+        Value::Object(members) => {
+            members.insert(last.to_owned(), value.clone());
+        }
+        Value::Array(items) if replace => *items.get_mut(array_index(last)?)? = value.clone(),
+        Value::Array(items) if last == "-" => items.push(value.clone()),
+        Value::Array(items) => {
+            let at = array_index(last).filter(|&at| at <= items.len())?;
+            items.insert(at, value.clone());
+        }
+        _ => return None,
+    }
+    Some(())
+}
+
+/// A token as an array index the way RFC 6901 spells one: decimal digits, no leading zero.
+fn array_index(token: &str) -> Option<usize> {
+    let digits_only = !token.is_empty() && token.bytes().all(|b| b.is_ascii_digit());
+    if !digits_only || (token.len() > 1 && token.starts_with('0')) {
+        return None;
+    }
+    token.parse().ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use json_patch::Patch;
+    use serde_json::json;
+
+    fn patch(ops: Value) -> Patch {
+        serde_json::from_value(ops).unwrap()
+    }
+
+    /// Every case gives the document (or the failure, with the document unchanged) that
+    /// `json_patch::patch` gives.
+    #[test]
+    fn a_patch_applies_as_json_patch_applies_it() {
+        let doc = json!({
+            "recipe": {"title": "Soup", "ingredients": [{"name": "leek"}, {"name": "salt"}]},
+            "a/b": 1, "m~n": 2, "": {"x": 1}, "n": null, "s": "text"
+        });
+        let paths = [
+            "",
+            "/recipe",
+            "/recipe/title",
+            "/recipe/missing",
+            "/recipe/missing/deeper",
+            "/recipe/ingredients/0/name",
+            "/recipe/ingredients/1",
+            "/recipe/ingredients/2",
+            "/recipe/ingredients/3",
+            "/recipe/ingredients/-",
+            "/recipe/ingredients/-/name",
+            "/recipe/ingredients/01",
+            "/recipe/ingredients/+1",
+            "/recipe/ingredients/1x",
+            "/recipe/ingredients/99999999999999999999999",
+            "/recipe/title/x",
+            "/a~1b",
+            "/m~0n",
+            "//x",
+            "/",
+            "/n/x",
+            "/s/0",
+        ];
+        for op in ["add", "replace"] {
+            for path in paths {
+                let ops = patch(json!([{"op": op, "path": path, "value": {"new": [1]}}]));
+                let mut ours = doc.clone();
+                let mut theirs = doc.clone();
+                let ours_ok = apply(&mut ours, &ops).is_ok();
+                let theirs_ok = json_patch::patch(&mut theirs, &ops).is_ok();
+                assert_eq!(ours_ok, theirs_ok, "{op} {path}");
+                assert_eq!(ours, theirs, "{op} {path}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_patch_of_several_operations_is_all_or_nothing() {
+        let mut doc = json!({"a": 1});
+        let ops = patch(json!([
+            {"op": "add", "path": "/b", "value": 2},
+            {"op": "replace", "path": "/missing", "value": 3}
+        ]));
+        assert!(apply(&mut doc, &ops).is_err());
+        assert_eq!(doc, json!({"a": 1}));
+    }
+}

@@ -384,10 +384,13 @@ struct Batch {
 /// Splits a batch on the blank line that ends each frame. serde_json escapes newlines inside
 /// strings, so `\n\n` only ever ends a frame.
 fn split_frames(batch: Bytes) -> impl Iterator<Item = Bytes> {
+    // Built once: `memmem::find` builds a searcher on every call, and this runs per frame.
+    static FRAME_END: std::sync::LazyLock<memchr::memmem::Finder<'static>> =
+        std::sync::LazyLock::new(|| memchr::memmem::Finder::new(b"\n\n"));
     let mut start = 0;
     std::iter::from_fn(move || {
         let rest = batch.get(start..)?;
-        let end = memchr::memmem::find(rest, b"\n\n")? + start + 2;
+        let end = FRAME_END.find(rest)? + start + 2;
         let frame = batch.slice(start..end);
         start = end;
         Some(frame)

@@ -528,15 +528,31 @@ fn write_content_frame(
         _ => return Ok(false),
     };
     out.extend_from_slice(head);
-    serde_json::to_writer(&mut *out, id)?;
+    write_json_string(id, out)?;
     out.extend_from_slice(b",\"delta\":");
-    serde_json::to_writer(&mut *out, delta)?;
+    write_json_string(delta, out)?;
     if let Some(timestamp) = timestamp {
         out.extend_from_slice(b",\"timestamp\":");
         out.extend_from_slice(itoa::Buffer::new().format(timestamp).as_bytes());
     }
     out.extend_from_slice(b"}\n\n");
     Ok(true)
+}
+
+/// Writes `text` as a JSON string, exactly as serde_json does. Ids and most fragments need no
+/// escape (serde_json escapes only `"`, `\\` and control characters), and are then copied
+/// between quotes without going through the serializer.
+fn write_json_string(text: &str, out: &mut Vec<u8>) -> Result<(), EncodeError> {
+    let plain = text.bytes().all(|b| b >= 0x20 && b != b'"' && b != b'\\');
+    if !plain {
+        serde_json::to_writer(&mut *out, text)?;
+        return Ok(());
+    }
+    out.reserve(text.len() + 2);
+    out.push(b'"');
+    out.extend_from_slice(text.as_bytes());
+    out.push(b'"');
+    Ok(())
 }
 
 /// Appends one SSE frame, exactly `data: <compact json>\n\n`. serde_json escapes control

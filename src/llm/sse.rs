@@ -78,41 +78,22 @@ impl SseDecoder {
 
     /// Decodes `bytes`, appending each event completed by them to `out`.
     pub fn feed(&mut self, bytes: &[u8], out: &mut Vec<SseEvent>) -> Result<(), SseTooLarge> {
-        self.buf.extend_from_slice(bytes);
-        let buf = &self.buf;
-        let mut line_start = 0;
-        let mut search_from = self.scanned;
-        let mut waiting_on_cr = false;
-        // memchr's vectorized search: every byte of every reply passes through this scan.
-        while let Some(offset) = buf
-            .get(search_from..)
-            .and_then(|rest| memchr::memchr2(b'\n', b'\r', rest))
-        {
-            let at = search_from + offset;
-            let terminator_len = match (buf.get(at), buf.get(at + 1)) {
-                (Some(b'\r'), Some(b'\n')) => 2,
-                // A `\r` as the very last byte may be the first half of `\r\n`: wait for more.
-                (Some(b'\r'), None) => {
-                    waiting_on_cr = true;
-                    break;
-                }
-                _ => 1,
-            };
-            self.fields
-                .process_line(buf.get(line_start..at).unwrap_or_default(), out);
-            line_start = at + terminator_len;
-            search_from = line_start;
-        }
-        // Only completed lines are dropped, so a long line arriving in small pieces is not
-        // copied again on every call.
-        if line_start > 0 {
-            self.buf.drain(..line_start.min(self.buf.len()));
-        }
-        self.scanned = if waiting_on_cr {
-            self.buf.len().saturating_sub(1)
+        if self.buf.is_empty() {
+            // Nothing pending (the usual case: reads end on a frame boundary): the lines are
+            // read from `bytes` itself, and only an incomplete last line is kept.
+            let (consumed, scanned) = self.fields.process_lines(bytes, 0, out);
+            self.buf.extend_from_slice(&bytes[consumed..]);
+            self.scanned = scanned - consumed;
         } else {
-            self.buf.len()
-        };
+            self.buf.extend_from_slice(bytes);
+            let (consumed, scanned) = self.fields.process_lines(&self.buf, self.scanned, out);
+            // Only completed lines are dropped, so a long line arriving in small pieces is not
+            // copied again on every call.
+            if consumed > 0 {
+                self.buf.drain(..consumed);
+            }
+            self.scanned = scanned - consumed;
+        }
         if self.buf.len() + self.fields.data.len() > MAX_EVENT_BYTES {
             return Err(SseTooLarge);
         }
@@ -136,6 +117,36 @@ impl SseDecoder {
 }
 
 impl EventFields {
+    /// Processes the complete lines of `buf`, searching for line ends from `search_from` (the
+    /// bytes before it are known to hold none). Returns how many bytes the complete lines took,
+    /// and how far `buf` is known to hold no line end (a `\r` as its very last byte may be the
+    /// first half of `\r\n`, so it is not counted).
+    fn process_lines(
+        &mut self,
+        buf: &[u8],
+        mut search_from: usize,
+        out: &mut Vec<SseEvent>,
+    ) -> (usize, usize) {
+        let mut line_start = 0;
+        // memchr's vectorized search: every byte of every reply passes through this scan.
+        while let Some(offset) = buf
+            .get(search_from..)
+            .and_then(|rest| memchr::memchr2(b'\n', b'\r', rest))
+        {
+            let at = search_from + offset;
+            let terminator_len = match (buf.get(at), buf.get(at + 1)) {
+                (Some(b'\r'), Some(b'\n')) => 2,
+                // A `\r` as the very last byte may be the first half of `\r\n`: wait for more.
+                (Some(b'\r'), None) => return (line_start, at),
+                _ => 1,
+            };
+            self.process_line(buf.get(line_start..at).unwrap_or_default(), out);
+            line_start = at + terminator_len;
+            search_from = line_start;
+        }
+        (line_start, buf.len())
+    }
+
     fn process_line(&mut self, line: &[u8], out: &mut Vec<SseEvent>) {
         // Valid UTF-8 is the rule: check it with the fast validator and borrow; only a broken
         // line pays for the replacement-character copy.
@@ -155,8 +166,12 @@ impl EventFields {
         if line.starts_with(':') {
             return; // a comment, e.g. `: keep-alive` or OpenRouter's `: OPENROUTER PROCESSING`
         }
-        let (field, value) = match line.split_once(':') {
-            Some((field, value)) => (field, value.strip_prefix(' ').unwrap_or(value)),
+        // `:` is ASCII, so the byte search finds a char boundary.
+        let (field, value) = match memchr::memchr(b':', line.as_bytes()) {
+            Some(colon) => {
+                let value = &line[colon + 1..];
+                (&line[..colon], value.strip_prefix(' ').unwrap_or(value))
+            }
             None => (line, ""),
         };
         match field {

@@ -12,7 +12,9 @@
 //! once in the chunk, the string there decodes to the value the parser read, and a probe chunk
 //! with another string in its place reads as that other string. A look-alike in a member the
 //! parser ignores fails the probe. Everything outside the string is compared byte for byte, so
-//! a chunk that differs anywhere else (a `finish_reason`, a usage, an error) is read whole.
+//! a chunk that differs anywhere else (a `finish_reason`, a usage, an error) is read whole. The
+//! one exception is OpenAI's `obfuscation` padding, a member the parser ignores that differs in
+//! every chunk: when it is a chunk's last member, it is left out before the shape is compared.
 
 use memchr::{memchr2, memmem};
 
@@ -93,15 +95,24 @@ impl Shapes {
     /// The slot and string of `tail` when it has a learnt shape. `None` sends it to the parser:
     /// no shape fits, or the string between is empty or not well-formed.
     pub(super) fn read(&self, tail: &str) -> Option<(Slot, String)> {
+        match without_trailer(tail) {
+            Some(main) => self.read_parts(main, "}"),
+            None => self.read_parts(tail, ""),
+        }
+    }
+
+    /// [`Self::read`] of the chunk `main` + `close`, without joining them.
+    fn read_parts(&self, main: &str, close: &str) -> Option<(Slot, String)> {
         self.known.iter().find_map(|shape| {
-            let body_end = tail.len().checked_sub(shape.suffix.len())?;
+            let suffix = shape.suffix.strip_suffix(close)?;
+            let body_end = main.len().checked_sub(suffix.len())?;
             if body_end <= shape.prefix.len()
-                || !tail.starts_with(&shape.prefix)
-                || !tail.ends_with(&shape.suffix)
+                || !main.starts_with(&shape.prefix)
+                || !main.ends_with(suffix)
             {
                 return None;
             }
-            decode(tail, shape.prefix.len(), body_end).map(|text| (shape.slot, text))
+            decode(main, shape.prefix.len(), body_end).map(|text| (shape.slot, text))
         })
     }
 
@@ -122,6 +133,15 @@ impl Shapes {
             return;
         }
         self.budget -= 1;
+        // Learnt without the trailer that differs in every chunk, as `read` matches.
+        let owned;
+        let tail = match without_trailer(tail) {
+            Some(main) => {
+                owned = format!("{main}}}");
+                owned.as_str()
+            }
+            None => tail,
+        };
         let bytes = tail.as_bytes();
         let mut keys = memmem::find_iter(bytes, found.key);
         let (Some(at), None) = (keys.next(), keys.next()) else {
@@ -149,6 +169,23 @@ impl Shapes {
             slot: found.slot,
         });
     }
+}
+
+/// The member OpenAI appends to every chunk: random padding, so that a chunk's size does not
+/// give its text away. The parser ignores it, and it differs in every chunk.
+const OBFUSCATION: &str = ",\"obfuscation\":\"";
+
+/// `tail` without its last member and closing brace, when that member is an `obfuscation`
+/// padding: a plain string (no escapes) as the last thing in the chunk. What is left, closed
+/// with `}`, is the chunk without that member, which reads the same.
+fn without_trailer(tail: &str) -> Option<&str> {
+    let before_close = tail.strip_suffix("\"}")?;
+    let at = before_close.rfind(OBFUSCATION)?;
+    let padding = &before_close[at + OBFUSCATION.len()..];
+    let plain = padding
+        .bytes()
+        .all(|b| b >= 0x20 && b != b'"' && b != b'\\');
+    plain.then_some(&tail[..at])
 }
 
 /// The index of the unescaped quote that closes the string whose text starts at `start`.

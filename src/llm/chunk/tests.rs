@@ -847,3 +847,41 @@ fn a_malformed_string_in_a_known_shape_is_still_malformed() {
         );
     }
 }
+
+/// OpenAI pads every chunk with a random `obfuscation` member after `choices`: it is left out
+/// when the shape is compared, so such a reply is still read by its shapes.
+#[test]
+fn a_reply_padded_with_obfuscation_is_read_by_its_shapes() {
+    let padded = |delta: &str, padding: &str| {
+        openai_chunk(
+            HEAD,
+            &format!(r#"{{"index":0,"delta":{delta},"logprobs":null,"finish_reason":null}}"#),
+            &format!(r#","obfuscation":"{padding}""#),
+        )
+    };
+    let body = padded(r#"{"role":"assistant","content":""}"#, "a1")
+        + &padded(r#"{"content":"One"}"#, "Zx9")
+        + &padded(r#"{"content":" two"}"#, "q")
+        + &padded(r#"{"content":" \"three\""}"#, "Q7pL0")
+        + &padded(r#"{"content":" four"}"#, r#"not \"plain\""#)
+        + &openai_chunk(
+            HEAD,
+            r#"{"index":0,"delta":{},"logprobs":null,"finish_reason":"stop"}"#,
+            r#","obfuscation":"k""#,
+        )
+        + "data: [DONE]\n\n";
+    let (events, learnt) = run_with_and_without_shapes(&body);
+    // One shape for all the plainly padded chunks; the padding with escapes is not left out,
+    // so that chunk is read whole and teaches a shape of its own.
+    assert_eq!(learnt, 2);
+    assert_eq!(
+        ok(events),
+        vec![
+            text("One"),
+            text(" two"),
+            text(" \"three\""),
+            text(" four"),
+            finished(FinishReason::Stop)
+        ]
+    );
+}

@@ -332,11 +332,10 @@ impl ChunkParser {
         }
         match self.parse_chunk(data) {
             Ok(chunk) => {
-                let found = self
-                    .shapes
-                    .is_learning()
-                    .then(|| one_string(&chunk))
-                    .flatten();
+                // A shape is relative to the head, so only a chunk with a skippable one (known
+                // by now: `parse_chunk` learns it) can teach one.
+                let learnable = self.shapes.is_learning() && self.head.tail(data).is_some();
+                let found = learnable.then(|| one_string(&chunk)).flatten();
                 let flow = self.on_chunk(chunk, data, out)?;
                 if let Some((choice, found)) = found {
                     self.learn_shape(data, choice, &found);
@@ -447,9 +446,10 @@ impl ChunkParser {
         if self.choice_index != Some(choice) {
             return;
         }
-        let (Some(head), Some(tail)) = (self.head.skippable(), self.head.tail(data)) else {
+        let Some(tail) = self.head.tail(data) else {
             return;
         };
+        let head = &data[..data.len() - tail.len()];
         self.shapes.learn(head, tail, found, |whole| {
             parse_object(whole)
                 .ok()

@@ -33,11 +33,6 @@ pub(super) struct SharedHead {
 }
 
 impl SharedHead {
-    /// The remembered head, when it may be skipped.
-    pub(super) fn skippable(&self) -> Option<&str> {
-        self.skippable.then_some(self.head.as_str())
-    }
-
     /// `data` after the remembered head (from `,"choices":` on), when it starts with it and
     /// the head may be skipped. Borrowed: nothing is copied.
     pub(super) fn tail<'a>(&self, data: &'a str) -> Option<&'a str> {

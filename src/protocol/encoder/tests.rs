@@ -268,6 +268,9 @@ fn content_frames_are_written_byte_for_byte_as_serde_writes_them() {
         "",
         "quote \" backslash \\ slash /",
         "line\nbreak\r\ttab \u{0} \u{1f} \u{7f}",
+        "backspace \u{8} form feed \u{c} \u{b} \u{1b}[0m",
+        "\"",
+        "\\",
         "é 😀 \u{2028}\u{2029}",
         "{\"recipe\": {\"title\": \"Tacos\"}}",
     ];

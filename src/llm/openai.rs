@@ -1,8 +1,8 @@
 //! The HTTP backend: any OpenAI-compatible chat-completions server, and Azure OpenAI.
 //!
 //! It builds the request body with async-openai's request types, sends it with one shared
-//! `reqwest::Client`, retries what is safe to retry before anything was streamed, and reads
-//! the SSE body through [`StreamDecoder`] under an idle timeout. All waits use `tokio::time`, so
+//! client (see `transport`), retries what is safe to retry before anything was streamed, and
+//! reads the SSE body through [`StreamDecoder`] under an idle timeout. All waits use `tokio::time`, so
 //! tests can pause the clock.
 
 use std::fmt;
@@ -15,7 +15,7 @@ use async_openai::types::chat::{
 };
 use bytes::Bytes;
 use futures_util::stream::{self, BoxStream};
-use futures_util::{StreamExt, TryStreamExt};
+use futures_util::StreamExt;
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue, ACCEPT, AUTHORIZATION, CONTENT_TYPE};
 use reqwest::{StatusCode, Url};
 
@@ -23,6 +23,7 @@ use super::error::{LlmError, Redactor, TimeoutPhase, UnreachableCause};
 use super::{ChatRequest, LlmEvent};
 use crate::settings::LlmSettings;
 use body::BodyReader;
+use transport::{SendErrorKind, Transport};
 use wire::{wire_message, wire_tool};
 
 const DEFAULT_BASE_URL: &str = "https://api.openai.com/v1";
@@ -46,7 +47,7 @@ pub(crate) enum Flavor {
 }
 
 pub(crate) struct HttpBackend {
-    client: reqwest::Client,
+    transport: Transport,
     flavor: Flavor,
     /// The full endpoint, query included (Azure's `api-version`).
     url: Url,
@@ -159,26 +160,6 @@ fn endpoint_url(
     Ok(url)
 }
 
-/// The one HTTP client every model request of this backend shares.
-fn http_client(settings: &LlmSettings) -> Result<reqwest::Client, LlmError> {
-    let mut builder = reqwest::Client::builder()
-        .user_agent(concat!("agui-host/", env!("CARGO_PKG_VERSION")))
-        // A redirected POST loses its body, and custom auth headers (`api-key`, extra
-        // headers) would follow it to another host: report the 3xx instead.
-        .redirect(reqwest::redirect::Policy::none())
-        // Bounded, so memory returns to its baseline after a burst of concurrent runs.
-        .pool_max_idle_per_host(settings.pool_max_idle_per_host)
-        .pool_idle_timeout(Duration::from_secs(settings.pool_idle_timeout_secs));
-    if let Some(timeout) = limit(settings.connect_timeout_secs) {
-        builder = builder.connect_timeout(timeout);
-    }
-    // No overall timeout: a streamed reply may legitimately last minutes. The first-byte and
-    // idle timeouts bound the waits instead.
-    builder
-        .build()
-        .map_err(|e| LlmError::Config(format!("could not build the HTTP client: {e}")))
-}
-
 impl HttpBackend {
     pub(crate) fn new(settings: &LlmSettings, flavor: Flavor) -> Result<Self, LlmError> {
         let base_url = base_url(settings, flavor)?;
@@ -190,11 +171,12 @@ impl HttpBackend {
         }
         let url = endpoint_url(&base_url, flavor, deployment, &settings.azure_api_version)?;
         let headers = build_headers(settings, flavor)?;
-        let client = http_client(settings)?;
+        let transport = Transport::new(settings, &url)?;
+        tracing::debug!(client = transport.name(), url = %loggable(&url), "model client");
         let secrets = std::iter::once(settings.api_key.clone())
             .chain(settings.extra_headers.values().cloned());
         Ok(Self {
-            client,
+            transport,
             flavor,
             log_url: loggable(&url),
             display_base: loggable(&base_url),
@@ -326,7 +308,7 @@ impl HttpBackend {
         );
         let response = self.send_with_retries(body).await?;
         let json = response
-            .headers()
+            .headers
             .get(CONTENT_TYPE)
             .and_then(|v| v.to_str().ok())
             .is_some_and(|v| {
@@ -337,19 +319,15 @@ impl HttpBackend {
         if json {
             tracing::debug!("the model server answered JSON instead of a stream");
         }
-        let body = response
-            .bytes_stream()
-            .map_err(|e| error_chain(&e.without_url()))
-            .boxed();
         Ok(Box::new(BodyReader::new(
-            body,
+            response.body,
             json,
             self.idle_timeout,
             self.redactor.clone(),
         )))
     }
 
-    async fn send_with_retries(&self, body: Bytes) -> Result<reqwest::Response, LlmError> {
+    async fn send_with_retries(&self, body: Bytes) -> Result<transport::Response, LlmError> {
         let mut attempt: u32 = 0;
         loop {
             let failure = match self.send_once(body.clone()).await {
@@ -383,22 +361,18 @@ impl HttpBackend {
         }
     }
 
-    async fn send_once(&self, body: Bytes) -> Result<reqwest::Response, Failure> {
+    async fn send_once(&self, body: Bytes) -> Result<transport::Response, Failure> {
+        let mut headers = HeaderMap::with_capacity(4 + self.headers.len());
+        headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+        headers.insert(ACCEPT, HeaderValue::from_static("text/event-stream"));
         // The model call's span is current here: the upstream joins the run's trace.
-        let mut trace_context = reqwest::header::HeaderMap::new();
-        crate::telemetry::inject_trace_context(&mut trace_context);
-        let request = self
-            .client
-            .post(self.url.clone())
-            .header(CONTENT_TYPE, "application/json")
-            .header(ACCEPT, "text/event-stream")
-            .headers(trace_context)
-            // Last, so extra headers may override the two above.
-            .headers(self.headers.clone())
-            .body(body);
-        let response = match with_timeout(self.first_byte_timeout, request.send()).await {
+        crate::telemetry::inject_trace_context(&mut headers);
+        // Last, so extra headers may override the ones above.
+        replace_headers(&mut headers, self.headers.clone());
+        let sent = self.transport.post(&self.url, headers, body);
+        let response = match with_timeout(self.first_byte_timeout, sent).await {
             Ok(Ok(response)) => response,
-            Ok(Err(error)) => return Err(self.send_failure(error)),
+            Ok(Err(error)) => return Err(self.send_failure(&error)),
             Err(TimedOut) => {
                 tracing::warn!(url = %self.log_url, "model server sent no response headers in time");
                 // Not retried: the server may be busy generating, and a retry would pay twice.
@@ -412,11 +386,11 @@ impl HttpBackend {
                 });
             }
         };
-        let status = response.status();
+        let status = response.status;
         if status.is_success() {
             return Ok(response);
         }
-        let retry_after = retry_after(response.headers());
+        let retry_after = retry_after(&response.headers);
         let body = self.read_error_body(response).await;
         tracing::warn!(
             url = %self.log_url,
@@ -443,13 +417,11 @@ impl HttpBackend {
         })
     }
 
-    fn send_failure(&self, error: reqwest::Error) -> Failure {
-        let (is_builder, is_connect, is_request) =
-            (error.is_builder(), error.is_connect(), error.is_request());
-        let cause = unreachable_cause(&error);
-        let detail = self.redactor.redact(&error_chain(&error.without_url()));
+    fn send_failure(&self, error: &transport::SendError) -> Failure {
+        let detail = self.redactor.redact(&error.detail);
+        let cause = error.cause;
         tracing::warn!(url = %self.log_url, cause = cause.as_str(), %detail, "could not reach the model server");
-        if is_builder {
+        if error.kind == SendErrorKind::Builder {
             return Failure {
                 error: LlmError::Config(format!("could not build the request: {detail}")),
                 retryable: false,
@@ -464,17 +436,18 @@ impl HttpBackend {
         let permanent = matches!(cause, UnreachableCause::Tls | UnreachableCause::NotHttp);
         Failure {
             error: LlmError::Unreachable { cause, detail },
-            retryable: (is_connect || is_request) && !permanent,
+            retryable: matches!(error.kind, SendErrorKind::Connect | SendErrorKind::Request)
+                && !permanent,
             retry_after: None,
         }
     }
 
     /// A bounded prefix of an error body; a slow or broken body just ends it early.
-    async fn read_error_body(&self, mut response: reqwest::Response) -> String {
+    async fn read_error_body(&self, mut response: transport::Response) -> String {
         let mut body = Vec::new();
         while body.len() < ERROR_BODY_LIMIT {
-            match with_timeout(self.idle_timeout, response.chunk()).await {
-                Ok(Ok(Some(chunk))) => body.extend_from_slice(&chunk),
+            match with_timeout(self.idle_timeout, response.body.next()).await {
+                Ok(Some(Ok(chunk))) => body.extend_from_slice(&chunk),
                 _ => break,
             }
         }
@@ -579,54 +552,22 @@ fn jitter() -> f64 {
     bits as f64 / (1u64 << 53) as f64
 }
 
-/// Why a request that got no response failed. reqwest says DNS and timeout itself; the rest is
-/// read from the `io::Error`s in the chain, including those wrapped inside another `io::Error`
-/// (which `source()` skips): the TLS layer reports a rejected certificate or a peer that does
-/// not speak TLS as `InvalidData`, and a peer that hangs up mid-handshake as `UnexpectedEof`,
-/// neither of which a plain TCP connect produces.
-fn unreachable_cause(error: &reqwest::Error) -> UnreachableCause {
-    if error.is_dns() {
-        return UnreachableCause::Dns;
-    }
-    if error.is_timeout() {
-        return UnreachableCause::ConnectTimeout;
-    }
-    let mut kinds = Vec::new();
-    let mut not_http = false;
-    let mut pending: Vec<&(dyn std::error::Error + 'static)> = Vec::new();
-    if let Some(source) = std::error::Error::source(error) {
-        pending.push(source);
-    }
-    while let Some(cause) = pending.pop() {
-        if let Some(hyper) = cause.downcast_ref::<hyper::Error>() {
-            not_http |= hyper.is_parse();
-        }
-        if let Some(io) = cause.downcast_ref::<std::io::Error>() {
-            kinds.push(io.kind());
-            if let Some(inner) = io.get_ref() {
-                pending.push(inner);
+/// Adds `extra` to `headers` as reqwest's `RequestBuilder::headers` does: a name in `extra`
+/// replaces that name's values in `headers`, and keeps all of its own.
+fn replace_headers(headers: &mut HeaderMap, extra: HeaderMap) {
+    let mut last_name = None;
+    for (name, value) in extra {
+        match name {
+            Some(name) => {
+                headers.insert(name.clone(), value);
+                last_name = Some(name);
+            }
+            None => {
+                if let Some(name) = &last_name {
+                    headers.append(name.clone(), value);
+                }
             }
         }
-        if let Some(next) = cause.source() {
-            pending.push(next);
-        }
-    }
-    use std::io::ErrorKind;
-    if kinds.contains(&ErrorKind::ConnectionRefused) {
-        UnreachableCause::Refused
-    } else if not_http {
-        UnreachableCause::NotHttp
-    } else if !error.is_connect() {
-        UnreachableCause::Closed
-    } else if kinds
-        .iter()
-        .any(|kind| matches!(kind, ErrorKind::InvalidData | ErrorKind::UnexpectedEof))
-    {
-        UnreachableCause::Tls
-    } else if kinds.contains(&ErrorKind::TimedOut) {
-        UnreachableCause::ConnectTimeout
-    } else {
-        UnreachableCause::Other
     }
 }
 
@@ -661,6 +602,7 @@ pub(super) async fn with_timeout<F: Future>(
 }
 
 mod body;
+mod transport;
 mod wire;
 
 #[cfg(test)]

@@ -412,9 +412,38 @@ async fn openai_request_and_stream() {
     assert!(lower.contains("x-gateway: gateway-value"), "{head}");
     assert!(lower.contains("content-type: application/json"), "{head}");
     assert!(lower.contains("accept: text/event-stream"), "{head}");
+    assert!(lower.contains("user-agent: agui-host/"), "{head}");
+    assert!(lower.contains(&format!("host: {}", server.addr)), "{head}");
+    assert!(
+        lower.contains(&format!(
+            "content-length: {}",
+            serde_json::to_vec(&body).expect("json").len()
+        )),
+        "{head}"
+    );
     assert_eq!(body["model"], "test-model");
     assert_eq!(body["stream"], true);
     assert!(server.closed.try_recv().is_err());
+}
+
+#[tokio::test]
+async fn extra_headers_replace_the_defaults_they_name() {
+    let server = serve(vec![Reply::Raw(sse(HELLO))]).await;
+    let mut s = settings_for(server.addr);
+    s.extra_headers
+        .insert("Accept".into(), "text/event-stream; charset=utf-8".into());
+    s.extra_headers
+        .insert("User-Agent".into(), "gateway-client/2".into());
+    assert_says_hello(&LlmClient::new(&s).expect("client")).await;
+    let (head, _) = server.request(0);
+    let lower = head.to_ascii_lowercase();
+    assert_eq!(lower.matches("\r\naccept:").count(), 1, "{head}");
+    assert!(
+        lower.contains("accept: text/event-stream; charset=utf-8"),
+        "{head}"
+    );
+    assert_eq!(lower.matches("\r\nuser-agent:").count(), 1, "{head}");
+    assert!(lower.contains("user-agent: gateway-client/2"), "{head}");
 }
 
 #[tokio::test]

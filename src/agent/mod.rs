@@ -150,8 +150,10 @@ pub enum AgentUpdate {
     Event(EventBody),
     /// Tokens a model call used; summed into `RUN_FINISHED.usage`.
     Usage(TokenUsage),
-    /// A request for input; the run ends with an `interrupt` outcome.
-    Interrupt(Interrupt),
+    /// A request for input; the run ends with an `interrupt` outcome. Boxed: it is the largest
+    /// variant by far and comes once a run at most, while every other update is moved through
+    /// each middleware layer.
+    Interrupt(Box<Interrupt>),
     /// A call waiting for approval. The approval gate turns it into an interrupt or a client
     /// tool call; one that reaches the encoder is a wiring bug and ends the run.
     ApprovalRequest(ApprovalRequest),

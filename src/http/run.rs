@@ -413,7 +413,7 @@ impl Pump {
                 if let Some(thread) = &mut self.thread {
                     thread.recorder.interrupt(&interrupt);
                 }
-                self.encoder.add_interrupt(interrupt)
+                self.encoder.add_interrupt(*interrupt)
             }
             Ok(Some(Ok(AgentUpdate::ToolProgress(_)))) => {
                 // Only the status middleware shows progress; without it there is nothing to send.

@@ -210,7 +210,12 @@ fn hydrate(record: ThreadRecord) -> AgentStream {
     if let Some(snapshot) = record.state {
         updates.push(AgentUpdate::Event(EventBody::state_snapshot(snapshot)));
     }
-    updates.extend(record.interrupts.into_iter().map(AgentUpdate::Interrupt));
+    updates.extend(
+        record
+            .interrupts
+            .into_iter()
+            .map(|interrupt| AgentUpdate::Interrupt(Box::new(interrupt))),
+    );
     stream::iter(updates.into_iter().map(Ok)).boxed()
 }
 

@@ -580,7 +580,7 @@ impl UpdateMapper for GateMapper {
             )));
             out.push(AgentUpdate::Event(EventBody::tool_call_end(id)));
         } else {
-            out.push(AgentUpdate::Interrupt(Interrupt {
+            out.push(AgentUpdate::Interrupt(Box::new(Interrupt {
                 expires_at: ApprovalSigner::expires_at(&approval_id),
                 id,
                 reason: "tool_call".to_owned(),
@@ -589,7 +589,7 @@ impl UpdateMapper for GateMapper {
                 response_schema: Some(self.policies.response_schema(&tool_name)),
                 metadata: None,
                 subagent_run_id: None,
-            }));
+            })));
         }
         Ok(())
     }

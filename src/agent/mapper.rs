@@ -83,6 +83,13 @@ impl<M: UpdateMapper> Stream for Mapping<M> {
                     this.mapper.on_end(&mut this.scratch)
                 }
             };
+            if result.is_ok() && this.ready.is_empty() && this.scratch.len() == 1 {
+                // One update in, one out (nearly every update of a run): handed on directly, not
+                // moved through the queue as well.
+                if let Some(update) = this.scratch.pop() {
+                    return Poll::Ready(Some(Ok(update)));
+                }
+            }
             this.ready.extend(this.scratch.drain(..).map(Ok));
             if let Err(error) = result {
                 this.inner = None;

@@ -169,6 +169,9 @@ struct ToolCalls {
     /// The server's `index` → the call it currently designates. Rebound when a server reuses an
     /// index for a new call (a new id at the same index).
     by_wire_index: HashMap<u64, usize>,
+    /// The last binding made in `by_wire_index`, which is still in it: nearly every fragment
+    /// continues the call of the one before, and is placed without hashing its index.
+    last_wire_binding: Option<(u64, usize)>,
     by_id: HashMap<String, usize>,
 }
 
@@ -180,6 +183,20 @@ struct Fragment {
 }
 
 impl ToolCalls {
+    fn slot_at_wire_index(&self, wire_index: u64) -> Option<usize> {
+        match self.last_wire_binding {
+            Some((bound, slot)) if bound == wire_index => Some(slot),
+            _ => self.by_wire_index.get(&wire_index).copied(),
+        }
+    }
+
+    fn bind_wire_index(&mut self, wire_index: u64, slot: usize) {
+        if self.last_wire_binding != Some((wire_index, slot)) {
+            self.by_wire_index.insert(wire_index, slot);
+            self.last_wire_binding = Some((wire_index, slot));
+        }
+    }
+
     fn on_fragment(&mut self, fragment: Fragment, out: &mut Vec<LlmEvent>) {
         let Fragment {
             index,
@@ -196,7 +213,7 @@ impl ToolCalls {
             Some(slot) => Some(slot),
             None => {
                 let candidate = match index {
-                    Some(i) => self.by_wire_index.get(&i).copied(),
+                    Some(i) => self.slot_at_wire_index(i),
                     // No index: a continuation of the latest call, if any.
                     None => self.slots.len().checked_sub(1),
                 };
@@ -213,7 +230,7 @@ impl ToolCalls {
             }
         };
         if let Some(i) = index {
-            self.by_wire_index.insert(i, slot_index);
+            self.bind_wire_index(i, slot_index);
         }
         if let Some(id) = &id {
             self.by_id.entry(id.clone()).or_insert(slot_index);

@@ -15,6 +15,7 @@ use axum::extract::{Path, State};
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::Response;
 use axum::Extension;
+use bytes::BytesMut;
 use futures_util::{FutureExt, StreamExt};
 use tokio::time::{Instant, Sleep};
 use tokio_util::sync::{CancellationToken, WaitForCancellationFutureOwned};
@@ -32,6 +33,10 @@ use crate::telemetry::{self, genai};
 /// Most bytes gathered into one body chunk when several updates are ready at once: batching
 /// saves a write per event under load without holding back a slow stream.
 const MAX_BATCH_BYTES: usize = 16 * 1024;
+
+/// The block a run's batches are packed into (see `Pump::seal`): a few dozen paced frames, and
+/// at most this much left unused at the end of a run that its log keeps.
+const FRAME_BLOCK_BYTES: usize = 2 * 1024;
 
 pub(super) async fn run_default_agent(
     State(state): State<AppState>,
@@ -126,6 +131,7 @@ async fn run_agent(
         last_write: Instant::now(),
         waits: None,
         batch: Vec::new(),
+        frames: BytesMut::new(),
     };
     let body = match log {
         Some(log) => super::runs::drive(&state, log, pump, span),
@@ -178,10 +184,10 @@ pub(super) struct Pump {
     /// The timers and signals `wait` selects on, made at its first call.
     waits: Option<Box<Waits>>,
     /// Where a batch is encoded, kept from batch to batch so that it grows once per run rather
-    /// than from nothing for every batch. What leaves is an exact-size copy: a run's log keeps
-    /// its batches, and a batch kept with a growing vector's spare capacity cost about three
-    /// times its bytes.
+    /// than from nothing for every batch.
     batch: Vec<u8>,
+    /// Where encoded batches are copied to leave (see `seal`).
+    frames: BytesMut,
 }
 
 /// What a run waits on besides its agent, kept across wake-ups (see `Pump::wait`).
@@ -274,10 +280,22 @@ impl Pump {
                 thread.finish().await;
             }
         }
-        let batch = Bytes::copy_from_slice(&out);
+        let batch = self.seal(&out);
         out.clear();
         self.batch = out;
         batch
+    }
+
+    /// `batch` as it leaves: copied into the run's current block of frames and split off it, so
+    /// that a paced run's one-frame batches share a few allocations instead of taking one each
+    /// (and a second when the log and its reader both hold one), and a run's log keeps its
+    /// frames packed: a vector kept with its spare capacity cost about three times its bytes.
+    fn seal(&mut self, batch: &[u8]) -> Bytes {
+        if self.frames.capacity() < batch.len() {
+            self.frames = BytesMut::with_capacity(batch.len().max(FRAME_BLOCK_BYTES));
+        }
+        self.frames.extend_from_slice(batch);
+        self.frames.split().freeze()
     }
 
     /// Waits for the next thing that moves the run. The timers and signals live as long as the

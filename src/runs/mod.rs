@@ -293,6 +293,9 @@ impl RunLog {
             }
             if terminal {
                 frames.ended_at = Some(Instant::now());
+                // Kept for reconnects long after the run: without the spare room its growth
+                // left (up to half its length).
+                frames.kept.shrink_to_fit();
             }
         }
         // Followers wake on the new head; a terminal batch with no frames still wakes them.

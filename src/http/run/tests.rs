@@ -35,6 +35,7 @@ fn pump(updates: AgentStream, deadline: Option<Duration>, stop: CancellationToke
         last_write: Instant::now(),
         waits: None,
         batch: Vec::new(),
+        frames: bytes::BytesMut::new(),
     }
 }
 
@@ -223,4 +224,31 @@ fn tokio_stream_from(
     mut receiver: mpsc::UnboundedReceiver<Result<AgentUpdate, AgentError>>,
 ) -> AgentStream {
     stream::poll_fn(move |cx| receiver.poll_recv(cx)).boxed()
+}
+
+#[test]
+fn sealed_batches_keep_their_bytes_and_share_blocks() {
+    let mut pump = pump(stream::empty().boxed(), None, CancellationToken::new());
+    let small: Vec<Vec<u8>> = (0..40u8)
+        .map(|i| vec![b'a' + i % 26; 100 + usize::from(i)])
+        .collect();
+    let large = vec![b'z'; super::FRAME_BLOCK_BYTES * 3 + 1];
+    let mut inputs = small.clone();
+    inputs.insert(17, large);
+    let sealed: Vec<_> = inputs.iter().map(|batch| pump.seal(batch)).collect();
+    for (input, batch) in inputs.iter().zip(&sealed) {
+        assert_eq!(&batch[..], &input[..]);
+    }
+    // The first batches were packed into one block: each starts where the one before ended.
+    for pair in sealed[..10].windows(2) {
+        assert_eq!(
+            pair[0].as_ptr().wrapping_add(pair[0].len()),
+            pair[1].as_ptr()
+        );
+    }
+    // Dropping some batches leaves the others, and the blocks they share, intact.
+    let kept: Vec<_> = sealed.into_iter().step_by(3).collect();
+    for (input, batch) in inputs.iter().step_by(3).zip(&kept) {
+        assert_eq!(&batch[..], &input[..]);
+    }
 }

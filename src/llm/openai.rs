@@ -14,7 +14,7 @@ use async_openai::types::chat::{
     ChatCompletionStreamOptions, ChatCompletionTools, CreateChatCompletionRequest,
 };
 use bytes::Bytes;
-use futures_util::stream::{self, BoxStream};
+use futures_util::stream::BoxStream;
 use futures_util::StreamExt;
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue, ACCEPT, AUTHORIZATION, CONTENT_TYPE};
 use reqwest::{StatusCode, Url};
@@ -270,33 +270,12 @@ impl HttpBackend {
         backend: Arc<Self>,
         request: ChatRequest,
     ) -> BoxStream<'static, Result<LlmEvent, LlmError>> {
-        enum State {
-            Start(Arc<HttpBackend>, ChatRequest),
-            Reading(Box<BodyReader<BoxStream<'static, Result<Bytes, String>>>>),
-            Done,
-        }
-        // The unfold moves this future for every event: the request's future (retries and the
-        // HTTP client's send) is boxed, so each event copies 384 bytes rather than 1 KB.
-        stream::unfold(State::Start(backend, request), |state| async move {
-            let mut reader = match state {
-                State::Start(backend, request) => match Box::pin(backend.open(&request)).await {
-                    Ok(reader) => reader,
-                    Err(error) => return Some((Err(error), State::Done)),
-                },
-                State::Reading(reader) => reader,
-                State::Done => return None,
-            };
-            let item = reader.next_event().await?;
-            Some((item, State::Reading(reader)))
-        })
-        .boxed()
+        let opening = Box::pin(async move { backend.open(&request).await });
+        Box::pin(ChatStream::Opening(opening))
     }
 
     /// Sends the request (with retries) and wraps the response body.
-    async fn open(
-        &self,
-        request: &ChatRequest,
-    ) -> Result<Box<BodyReader<BoxStream<'static, Result<Bytes, String>>>>, LlmError> {
+    async fn open(&self, request: &ChatRequest) -> Result<Box<BodyReader<Body>>, LlmError> {
         let body = Bytes::from(self.request_body(request)?);
         tracing::debug!(
             url = %self.log_url,
@@ -453,6 +432,47 @@ impl HttpBackend {
         }
         body.truncate(ERROR_BODY_LIMIT);
         String::from_utf8_lossy(&body).into_owned()
+    }
+}
+
+type Body = BoxStream<'static, Result<Bytes, String>>;
+
+/// A model reply as a stream of events: the request (lazy: sent when first polled), then the
+/// body. Written by hand rather than with `stream::unfold`, which builds a new future, and moves
+/// it into place, for every event.
+enum ChatStream {
+    Opening(futures_util::future::BoxFuture<'static, Result<Box<BodyReader<Body>>, LlmError>>),
+    Reading(Box<BodyReader<Body>>),
+    Done,
+}
+
+impl futures_util::Stream for ChatStream {
+    type Item = Result<LlmEvent, LlmError>;
+
+    fn poll_next(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Self::Item>> {
+        use std::task::{ready, Poll};
+        loop {
+            match &mut *self {
+                ChatStream::Opening(opening) => match ready!(opening.as_mut().poll(cx)) {
+                    Ok(reader) => *self = ChatStream::Reading(reader),
+                    Err(error) => {
+                        *self = ChatStream::Done;
+                        return Poll::Ready(Some(Err(error)));
+                    }
+                },
+                ChatStream::Reading(reader) => {
+                    let next = ready!(reader.poll_next_event(cx));
+                    if next.is_none() {
+                        *self = ChatStream::Done;
+                    }
+                    return Poll::Ready(next);
+                }
+                ChatStream::Done => return Poll::Ready(None),
+            }
+        }
     }
 }
 

@@ -2,12 +2,16 @@
 //! JSON body from a server that ignored `stream: true`, under the idle timeout.
 
 use std::collections::VecDeque;
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use bytes::Bytes;
 use futures_util::{Stream, StreamExt};
+use tokio::time::{Instant, Sleep};
 
-use super::{with_timeout, TimedOut, JSON_BODY_LIMIT};
+use super::{TimedOut, JSON_BODY_LIMIT};
 use crate::llm::chunk::{ChunkParser, StreamDecoder};
 use crate::llm::error::{LlmError, Redactor, TimeoutPhase};
 use crate::llm::LlmEvent;
@@ -22,6 +26,7 @@ pub(crate) struct BodyReader<S> {
     /// every read rather than growing from nothing on each.
     decoded: Vec<Result<LlmEvent, LlmError>>,
     idle_timeout: Option<Duration>,
+    idle: Option<IdleTimer>,
     /// Nothing more will be read; the queue may still hold items.
     done: bool,
 }
@@ -59,21 +64,48 @@ where
             queue: VecDeque::new(),
             decoded: Vec::new(),
             idle_timeout,
+            idle: idle_timeout.map(IdleTimer::new),
             done: false,
         }
     }
 
     /// The next event, `None` at the end. After an `Err` only `None` follows.
+    #[cfg(test)]
     pub(crate) async fn next_event(&mut self) -> Option<Result<LlmEvent, LlmError>> {
+        std::future::poll_fn(|cx| self.poll_next_event(cx)).await
+    }
+
+    /// Polls for the next event, `None` at the end. After an `Err` only `None` follows. A poll
+    /// rather than an async fn: the model stream is polled once per event, and an async fn's
+    /// future would be built (and moved into place) for every one.
+    pub(crate) fn poll_next_event(
+        &mut self,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<LlmEvent, LlmError>>> {
         loop {
             if let Some(item) = self.queue.pop_front() {
-                return Some(item);
+                return Poll::Ready(Some(item));
             }
             if self.done {
-                return None;
+                return Poll::Ready(None);
             }
+            let read = match self.body.poll_next_unpin(cx) {
+                Poll::Ready(read) => {
+                    if let Some(idle) = &mut self.idle {
+                        idle.on_read();
+                    }
+                    Ok(read)
+                }
+                Poll::Pending => match &mut self.idle {
+                    Some(idle) => {
+                        std::task::ready!(idle.poll_expired(cx));
+                        Err(TimedOut)
+                    }
+                    None => return Poll::Pending,
+                },
+            };
             let mut out = std::mem::take(&mut self.decoded);
-            match with_timeout(self.idle_timeout, self.body.next()).await {
+            match read {
                 Ok(Some(Ok(bytes))) => self.on_bytes(&bytes, &mut out),
                 Ok(Some(Err(cause))) => {
                     tracing::debug!(%cause, "model stream broke");
@@ -144,6 +176,43 @@ where
                     secs,
                 }));
             }
+        }
+    }
+}
+
+/// The idle timeout across a reply's reads: one timer, moved lazily. A timeout made per read
+/// registered a timer in tokio's shared timer wheel and removed it again for every chunk; now a
+/// read only notes the time, and the timer, when it fires before the silence is long enough,
+/// is moved to when it will be.
+struct IdleTimer {
+    limit: Duration,
+    last_read: Instant,
+    sleep: Pin<Box<Sleep>>,
+}
+
+impl IdleTimer {
+    fn new(limit: Duration) -> Self {
+        let now = Instant::now();
+        Self {
+            limit,
+            last_read: now,
+            sleep: Box::pin(tokio::time::sleep_until(now + limit)),
+        }
+    }
+
+    fn on_read(&mut self) {
+        self.last_read = Instant::now();
+    }
+
+    /// Ready once the reply has been silent for the limit since the last read.
+    fn poll_expired(&mut self, cx: &mut Context<'_>) -> Poll<()> {
+        loop {
+            std::task::ready!(self.sleep.as_mut().poll(cx));
+            let due = self.last_read + self.limit;
+            if Instant::now() >= due {
+                return Poll::Ready(());
+            }
+            self.sleep.as_mut().reset(due);
         }
     }
 }

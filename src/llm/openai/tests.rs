@@ -4,6 +4,7 @@
 use std::net::SocketAddr;
 use std::sync::Mutex;
 
+use futures_util::stream;
 use futures_util::TryStreamExt;
 use serde_json::{json, Value};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -730,4 +731,46 @@ async fn broken_body_is_a_stream_cut() {
     assert_eq!(error.code(), "upstream_stream_cut");
     assert!(error.to_string().contains("connection reset by peer"));
     assert_eq!(reader.next_event().await, None);
+}
+
+/// The idle limit counts from the last chunk, however long the reply has been streaming: chunks
+/// 20 s apart under a 30 s limit go on for 100 s, and only the silence after the last one ends
+/// the reply, 30 s after it.
+#[tokio::test(start_paused = true)]
+async fn the_idle_limit_counts_from_the_last_chunk() {
+    const CHUNK: &str = "data: {\"choices\":[{\"delta\":{\"content\":\"a\"}}]}\n\n";
+    let body = stream::unfold(0, |sent| async move {
+        if sent == 5 {
+            return None;
+        }
+        tokio::time::sleep(Duration::from_secs(20)).await;
+        Some((
+            Ok::<_, String>(Bytes::from_static(CHUNK.as_bytes())),
+            sent + 1,
+        ))
+    })
+    .chain(stream::pending())
+    .boxed();
+    let mut reader = BodyReader::new(
+        body,
+        false,
+        Some(Duration::from_secs(30)),
+        Redactor::default(),
+    );
+    let started = Instant::now();
+    for _ in 0..5 {
+        assert_eq!(
+            reader.next_event().await,
+            Some(Ok(LlmEvent::TextDelta("a".into())))
+        );
+    }
+    assert_eq!(started.elapsed(), Duration::from_secs(100));
+    assert_eq!(
+        reader.next_event().await,
+        Some(Err(LlmError::Timeout {
+            phase: TimeoutPhase::Idle,
+            secs: 30
+        }))
+    );
+    assert_eq!(started.elapsed(), Duration::from_secs(130));
 }

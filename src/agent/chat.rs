@@ -234,7 +234,7 @@ impl Agent for ChatAgent {
             model_calls: 0,
             queue: VecDeque::new(),
             phase: Phase::CallModel,
-            progress: tools::ProgressChannel::new(),
+            progress: None,
         };
         state.start_with_decisions(request.decisions);
         Ok(stream::unfold(Box::new(state), RunState::next).boxed())
@@ -259,7 +259,9 @@ struct RunState {
     /// Updates produced but not yet yielded.
     queue: VecDeque<AgentUpdate>,
     phase: Phase,
-    progress: tools::ProgressChannel,
+    /// Made when the run first calls a server tool: most runs call none, and the channel's
+    /// first block of slots is 3 KB.
+    progress: Option<tools::ProgressChannel>,
 }
 
 enum Phase {
@@ -329,7 +331,7 @@ impl RunState {
                     then_stop,
                 } => tokio::select! {
                     biased;
-                    Some(progress) = self.progress.receiver.recv() => {
+                    Some(progress) = next_progress(self.progress.as_mut()) => {
                         self.queue.push_back(AgentUpdate::ToolProgress(progress));
                         self.phase = Phase::RunningTools { running, then_stop };
                     }
@@ -471,7 +473,12 @@ impl RunState {
 
     /// One server tool call as a future that always completes: failures are values, and a panic
     /// is contained to the call.
-    fn run_server_tool(&self, call: ChatToolCall) -> BoxFuture<'static, ToolCallOutcome> {
+    fn run_server_tool(&mut self, call: ChatToolCall) -> BoxFuture<'static, ToolCallOutcome> {
+        let progress = self
+            .progress
+            .get_or_insert_with(tools::ProgressChannel::new)
+            .sender
+            .clone();
         let registered = self.server_tools.get(&call.name).cloned();
         let timeout = self.config.tool_timeout;
         let context = ToolContext {
@@ -479,7 +486,7 @@ impl RunState {
             run_id: self.run_id.clone(),
             tool_call_id: call.id.clone(),
             state: Some(self.state.clone()),
-            progress: Some(self.progress.sender.clone()),
+            progress: Some(progress),
         };
         let span = trace::tool_span(&call);
         let traced = span.clone();
@@ -634,6 +641,14 @@ fn parse_arguments(text: &str) -> Result<Value, ToolError> {
     }
     serde_json::from_str(text)
         .map_err(|e| ToolError::InvalidArguments(format!("the arguments are not valid JSON ({e})")))
+}
+
+/// The next progress report of a run's server tools; `None` when no tool has run (the select
+/// branch waiting on it is then disabled).
+async fn next_progress(
+    channel: Option<&mut tools::ProgressChannel>,
+) -> Option<crate::tools::ToolProgress> {
+    channel?.receiver.recv().await
 }
 
 mod turn;

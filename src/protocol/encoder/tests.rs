@@ -320,3 +320,26 @@ fn content_frames_are_written_byte_for_byte_as_serde_writes_them() {
         }
     }
 }
+
+/// Every ASCII character, alone, at either end of a string and all in one, is written as
+/// serde_json writes it.
+#[test]
+fn json_strings_are_escaped_as_serde_escapes_them() {
+    let all: String = (0u8..=0x7f).map(char::from).collect();
+    let mut texts = vec![all.clone(), format!("é{all}😀"), all.repeat(3)];
+    for byte in 0u8..=0x7f {
+        let c = char::from(byte);
+        texts.push(c.to_string());
+        texts.push(format!("{c}ab"));
+        texts.push(format!("ab{c}"));
+    }
+    for text in texts {
+        let mut ours = Vec::new();
+        super::write_json_string(&text, &mut ours).unwrap();
+        assert_eq!(
+            String::from_utf8(ours).unwrap(),
+            serde_json::to_string(&text).unwrap(),
+            "{text:?}"
+        );
+    }
+}

@@ -361,6 +361,12 @@ pub enum LlmProvider {
     Offline,
 }
 
+/// The bounds of `llm.read_buffer_bytes` when it is set: the response head must fit in the
+/// buffer (OpenAI-compatible servers and the gateways in front of them send 1–3 KB), and more
+/// than a few megabytes per connection is not a buffer any more.
+const MIN_READ_BUFFER_BYTES: usize = 4096;
+const MAX_READ_BUFFER_BYTES: usize = 16 * 1024 * 1024;
+
 #[derive(Clone, Deserialize)]
 pub struct LlmSettings {
     pub provider: LlmProvider,
@@ -383,6 +389,9 @@ pub struct LlmSettings {
     pub pool_max_idle_per_host: usize,
     /// How long an idle keep-alive connection is kept; 0 closes it after each reply.
     pub pool_idle_timeout_secs: u64,
+    /// The read buffer of each connection to a plain-HTTP model server, fixed at this many
+    /// bytes; 0 lets it grow with the reply, as the HTTPS client's does.
+    pub read_buffer_bytes: usize,
     /// Retries of a request that failed before any byte arrived (429, 5xx, connect errors).
     pub max_retries: u32,
     /// Ask the server for a final usage chunk (`stream_options.include_usage`).
@@ -420,6 +429,7 @@ impl fmt::Debug for LlmSettings {
             .field("idle_timeout_secs", &self.idle_timeout_secs)
             .field("pool_max_idle_per_host", &self.pool_max_idle_per_host)
             .field("pool_idle_timeout_secs", &self.pool_idle_timeout_secs)
+            .field("read_buffer_bytes", &self.read_buffer_bytes)
             .field("max_retries", &self.max_retries)
             .field("stream_usage", &self.stream_usage)
             .field("temperature", &self.temperature)
@@ -632,6 +642,16 @@ impl Settings {
             validate_agent(name, agent)?;
         }
         self.validate_approval_keys()?;
+        let read_buffer = self.llm.read_buffer_bytes;
+        if read_buffer != 0
+            && !(MIN_READ_BUFFER_BYTES..=MAX_READ_BUFFER_BYTES).contains(&read_buffer)
+        {
+            return Err(SettingsError::Invalid(format!(
+                "llm.read_buffer_bytes must be 0 (a buffer that grows) or between \
+                 {MIN_READ_BUFFER_BYTES} and {MAX_READ_BUFFER_BYTES}, not {read_buffer}: the \
+                 model server's response head must fit in it"
+            )));
+        }
         if self.llm.effective_provider() == LlmProvider::Azure
             && (self.llm.base_url.is_empty() || self.llm.azure_deployment.is_empty())
         {

@@ -302,3 +302,21 @@ fn unknown_default_agent_is_rejected() {
     settings.default_agent = "nobody".into();
     assert!(settings.validate().is_err());
 }
+
+#[test]
+fn a_fixed_read_buffer_must_hold_a_response_head() {
+    let mut settings = Settings::embedded_default().unwrap();
+    assert_eq!(
+        settings.llm.read_buffer_bytes, 0,
+        "a growing buffer by default"
+    );
+    for accepted in [0, 4096, 8192, 16 * 1024 * 1024] {
+        settings.llm.read_buffer_bytes = accepted;
+        assert!(settings.validate().is_ok(), "{accepted}");
+    }
+    for refused in [1, 4095, 16 * 1024 * 1024 + 1] {
+        settings.llm.read_buffer_bytes = refused;
+        let error = settings.validate().expect_err("refused").to_string();
+        assert!(error.contains("llm.read_buffer_bytes"), "{error}");
+    }
+}

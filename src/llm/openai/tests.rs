@@ -178,6 +178,8 @@ fn settings_for(addr: SocketAddr) -> LlmSettings {
     s.connect_timeout_secs = 2;
     s.first_byte_timeout_secs = 5;
     s.idle_timeout_secs = 5;
+    // The plain-HTTP client; `the_growing_buffer_client_sends_the_same_request` covers reqwest.
+    s.read_buffer_bytes = 8192;
     s
 }
 
@@ -773,4 +775,29 @@ async fn the_idle_limit_counts_from_the_last_chunk() {
         }))
     );
     assert_eq!(started.elapsed(), Duration::from_secs(130));
+}
+
+/// With `llm.read_buffer_bytes = 0` a plain-HTTP server is reached through reqwest, which must
+/// send the request the fixed-buffer client sends.
+#[tokio::test]
+async fn the_growing_buffer_client_sends_the_same_request() {
+    let mut heads = Vec::new();
+    for read_buffer_bytes in [8192, 0] {
+        let server = serve(vec![Reply::Raw(sse(HELLO))]).await;
+        let mut s = settings_for(server.addr);
+        s.read_buffer_bytes = read_buffer_bytes;
+        s.extra_headers
+            .insert("X-Gateway".into(), "gateway-value".into());
+        assert_says_hello(&LlmClient::new(&s).expect("client")).await;
+        let (head, body) = server.request(0);
+        let mut lines: Vec<String> = head
+            .to_ascii_lowercase()
+            .lines()
+            .filter(|line| !line.starts_with("host:"))
+            .map(str::to_owned)
+            .collect();
+        lines.sort();
+        heads.push((lines, body));
+    }
+    assert_eq!(heads[0], heads[1]);
 }

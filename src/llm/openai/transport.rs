@@ -1,15 +1,19 @@
 //! How a model request travels: the one pooled HTTP client a backend shares, and what a send
 //! gives back (a status, headers and a body stream) or why it failed.
 //!
-//! A model server reached over plain HTTP (vLLM, Ollama or llama.cpp next to the service, a
-//! sidecar gateway) with no proxy variable set goes through hyper-util's pooled client with a
-//! small, fixed read buffer. Everything else (HTTPS, HTTP/2, a proxy from the environment) goes
-//! through reqwest. Both are the same hyper connection pool underneath; the difference is the
-//! buffer: reqwest lets hyper size its HTTP/1 read buffer adaptively, from 8 KB up to about
-//! 400 KB as fast reads fill it, and a stream keeps that buffer, plus the chunks split from it
-//! that are still queued, for as long as the model writes. Every open run holds one such
-//! connection, so at thousands of open streams that buffer is a large part of the memory per
-//! stream.
+//! Requests go through reqwest (TLS, HTTP/2, proxies from the environment). A plain-HTTP model
+//! server (vLLM, Ollama or llama.cpp next to the service, a sidecar gateway) with no proxy
+//! variable set can instead be reached through hyper-util's pooled client (the pool reqwest
+//! itself wraps) with a read buffer of a fixed size: `llm.read_buffer_bytes`. reqwest lets
+//! hyper size each connection's HTTP/1 read buffer adaptively, from 8 KB up to about 400 KB as
+//! reads fill it, and a stream keeps it for the whole reply.
+//!
+//! Which is better depends on the traffic, which is why it is a setting and the growing buffer
+//! the default. Measured side by side (`docs/benchmarks.md`): a fixed 8 KB buffer saves about
+//! 20 KB per open stream when 2,000 paced streams keep the server behind, and a third of what a
+//! slow reader's run holds; but every read of a burst becomes one trip through the run's
+//! pipeline and one client write, and a 51 KB tool call read 8 KB at a time costs 30–40% more
+//! CPU than read in a few large reads.
 
 use std::ffi::OsString;
 use std::time::Duration;
@@ -26,12 +30,6 @@ use reqwest::{StatusCode, Url};
 use super::error_chain;
 use crate::llm::error::{LlmError, UnreachableCause};
 use crate::settings::LlmSettings;
-
-/// The read buffer of a plain-HTTP model connection: a model's SSE chunks are a few hundred
-/// bytes, and a burst of them is read in several reads rather than one large one. It also
-/// bounds the response head, which is why it is not smaller: OpenAI-compatible servers and the
-/// gateways in front of them send heads of one to three kilobytes.
-const PLAIN_READ_BUFFER: usize = 8 * 1024;
 
 /// What reqwest sets on its connections, so both clients treat a dead peer alike.
 const TCP_KEEPALIVE: Duration = Duration::from_secs(15);
@@ -86,7 +84,8 @@ impl Transport {
     /// The client for requests to `url`.
     pub(super) fn new(settings: &LlmSettings, url: &Url) -> Result<Self, LlmError> {
         let connect_timeout = super::limit(settings.connect_timeout_secs);
-        if takes_plain_http(url, |name| std::env::var_os(name)) {
+        let read_buffer = settings.read_buffer_bytes;
+        if read_buffer > 0 && takes_plain_http(url, |name| std::env::var_os(name)) {
             let uri = url.as_str().parse::<http::Uri>().map_err(|e| {
                 LlmError::Config(format!("llm.base_url is not a valid request URI: {e}"))
             })?;
@@ -102,7 +101,7 @@ impl Transport {
                 // Bounded, so memory returns to its baseline after a burst of concurrent runs.
                 .pool_max_idle_per_host(settings.pool_max_idle_per_host)
                 .pool_idle_timeout(Duration::from_secs(settings.pool_idle_timeout_secs))
-                .http1_read_buf_exact_size(PLAIN_READ_BUFFER)
+                .http1_read_buf_exact_size(read_buffer)
                 .build(connector);
             return Ok(Self::Plain(Box::new(PlainHttp { client, uri })));
         }

@@ -9,11 +9,11 @@
 //! reads fill it, and a stream keeps it for the whole reply.
 //!
 //! Which is better depends on the traffic, which is why it is a setting and the growing buffer
-//! the default. Measured side by side (`docs/benchmarks.md`): a fixed 8 KB buffer saves about
-//! 20 KB per open stream when 2,000 paced streams keep the server behind, and a third of what a
-//! slow reader's run holds; but every read of a burst becomes one trip through the run's
-//! pipeline and one client write, and a 51 KB tool call read 8 KB at a time costs 30–40% more
-//! CPU than read in a few large reads.
+//! the default. Measured side by side (`docs/benchmarks.md`): a fixed 8 KB buffer saves 6 to
+//! 21 KB per open stream when 2,000 paced streams keep the server behind, and a slow reader's
+//! run holds a quarter to a half as much; but every read of a burst becomes one trip through
+//! the run's pipeline and one client write, and a 51 KB tool call read 8 KB at a time costs
+//! 30–40% more CPU than read in a few large reads.
 
 use std::ffi::OsString;
 use std::time::Duration;

@@ -188,10 +188,13 @@ impl PlainHttp {
     }
 }
 
-/// Whether requests to `url` take the plain-HTTP client: an `http` URL, and no variable of
-/// `environment` names a proxy that reqwest would send it through.
+/// Whether requests to `url` take the plain-HTTP client: an `http` URL without user info
+/// (reqwest turns that into basic authentication), and no variable of `environment` names a
+/// proxy that reqwest would send it through.
 fn takes_plain_http(url: &Url, environment: impl Fn(&str) -> Option<OsString>) -> bool {
     url.scheme() == "http"
+        && url.username().is_empty()
+        && url.password().is_none()
         && !PROXY_VARIABLES
             .iter()
             .any(|name| environment(name).is_some_and(|value| !value.is_empty()))
@@ -312,6 +315,12 @@ mod tests {
             &url("https://api.openai.com/v1"),
             no_variables
         ));
+        // User info is basic authentication, which reqwest sends.
+        assert!(!takes_plain_http(
+            &url("http://user:pass@vllm/v1"),
+            no_variables
+        ));
+        assert!(!takes_plain_http(&url("http://user@vllm/v1"), no_variables));
     }
 
     #[test]

@@ -196,7 +196,7 @@ impl IdleTimer {
         Self {
             limit,
             last_read: now,
-            sleep: Box::pin(tokio::time::sleep_until(now + limit)),
+            sleep: Box::pin(tokio::time::sleep_until(after(now, limit))),
         }
     }
 
@@ -208,11 +208,18 @@ impl IdleTimer {
     fn poll_expired(&mut self, cx: &mut Context<'_>) -> Poll<()> {
         loop {
             std::task::ready!(self.sleep.as_mut().poll(cx));
-            let due = self.last_read + self.limit;
+            let due = after(self.last_read, self.limit);
             if Instant::now() >= due {
                 return Poll::Ready(());
             }
             self.sleep.as_mut().reset(due);
         }
     }
+}
+
+/// `limit` after `from`, or as good as never when the setting is too large to add (an instant
+/// overflows, and adding would panic).
+fn after(from: Instant, limit: Duration) -> Instant {
+    const NEVER: Duration = Duration::from_secs(100 * 365 * 24 * 60 * 60);
+    from.checked_add(limit).unwrap_or_else(|| from + NEVER)
 }

@@ -801,3 +801,27 @@ async fn the_growing_buffer_client_sends_the_same_request() {
     }
     assert_eq!(heads[0], heads[1]);
 }
+
+/// An idle limit too large to add to an instant is no limit, not a panic.
+#[tokio::test(start_paused = true)]
+async fn an_idle_limit_too_large_to_add_is_no_limit() {
+    let body = stream::iter(vec![Ok::<_, String>(Bytes::from_static(
+        b"data: {\"choices\":[{\"delta\":{\"content\":\"a\"}}]}\n\n",
+    ))])
+    .boxed();
+    let mut reader = BodyReader::new(
+        body,
+        false,
+        Some(Duration::from_secs(u64::MAX)),
+        Redactor::default(),
+    );
+    assert_eq!(
+        reader.next_event().await,
+        Some(Ok(LlmEvent::TextDelta("a".into())))
+    );
+    let end = reader.next_event().await;
+    assert!(
+        matches!(end, Some(Err(LlmError::StreamCut { .. }))),
+        "{end:?}"
+    );
+}

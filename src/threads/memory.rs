@@ -97,7 +97,7 @@ impl MemoryStore {
             key.clone(),
             Entry {
                 data,
-                expires_at: Instant::now() + self.ttl,
+                expires_at: expiry(self.ttl),
                 tick,
             },
         );
@@ -162,6 +162,14 @@ impl ThreadStore for MemoryStore {
     }
 }
 
+/// When a thread saved now expires: `ttl` from now, or as good as never when the setting is too
+/// large to add to an instant (adding would panic).
+fn expiry(ttl: Duration) -> Instant {
+    const NEVER: Duration = Duration::from_secs(100 * 365 * 24 * 60 * 60);
+    let now = Instant::now();
+    now.checked_add(ttl).unwrap_or_else(|| now + NEVER)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -213,6 +221,13 @@ mod tests {
             Err(StoreError::LeaseLost)
         ));
         assert_eq!(store.load(&key("t")).await.unwrap(), Some(record("r2")));
+    }
+
+    #[tokio::test]
+    async fn a_ttl_too_large_to_add_keeps_threads_rather_than_panicking() {
+        let store = MemoryStore::new(10, 0, Duration::from_secs(u64::MAX));
+        save(&store, "t", &record("r1")).await.unwrap();
+        assert_eq!(store.load(&key("t")).await.unwrap(), Some(record("r1")));
     }
 
     #[tokio::test(start_paused = true)]

@@ -343,19 +343,25 @@ impl ChunkParser {
         if data.is_empty() {
             return Ok(Flow::Continue);
         }
-        if let Some((slot, text)) = self.head.tail(data).and_then(|tail| self.shapes.read(tail)) {
+        // Found once per chunk: the shapes and the parser both read from it.
+        let tail = self.head.tail(data);
+        if let Some((slot, text)) = tail.and_then(|tail| self.shapes.read(tail)) {
             self.on_string(slot, text, out);
             return Ok(Flow::Continue);
         }
-        match self.parse_chunk(data) {
+        match self.parse_chunk(data, tail) {
             Ok(chunk) => {
                 // A shape is relative to the head, so only a chunk with a skippable one (known
-                // by now: `parse_chunk` learns it) can teach one.
-                let learnable = self.shapes.is_learning() && self.head.tail(data).is_some();
-                let found = learnable.then(|| one_string(&chunk)).flatten();
+                // by now: `parse_chunk` learns it, so the tail is looked for again) can teach one.
+                let learnable = self
+                    .shapes
+                    .is_learning()
+                    .then(|| self.head.tail(data))
+                    .flatten();
+                let found = learnable.and_then(|tail| Some((tail, one_string(&chunk)?)));
                 let flow = self.on_chunk(chunk, data, out)?;
-                if let Some((choice, found)) = found {
-                    self.learn_shape(data, choice, &found);
+                if let Some((tail, (choice, found))) = found {
+                    self.learn_shape(data, tail, choice, &found);
                 }
                 Ok(flow)
             }
@@ -458,14 +464,12 @@ impl ChunkParser {
     }
 
     /// Learns the shape of `data`, a chunk just read whole that carried one string, if it is on
-    /// the choice this parser follows (so a chunk of that shape is not one to ignore).
-    fn learn_shape(&mut self, data: &str, choice: u64, found: &Found) {
+    /// the choice this parser follows (so a chunk of that shape is not one to ignore). `tail` is
+    /// `data` after its skippable head.
+    fn learn_shape(&mut self, data: &str, tail: &str, choice: u64, found: &Found) {
         if self.choice_index != Some(choice) {
             return;
         }
-        let Some(tail) = self.head.tail(data) else {
-            return;
-        };
         let head = &data[..data.len() - tail.len()];
         self.shapes.learn(head, tail, found, |whole| {
             parse_object(whole)
@@ -476,10 +480,11 @@ impl ChunkParser {
         });
     }
 
-    /// [`parse_object`], skipping the head this reply's chunks share once it is known.
-    fn parse_chunk(&mut self, data: &str) -> Result<WireChunk, String> {
-        if let Some(rest) = self.head.strip(data) {
-            if let Ok(chunk) = parse_object(rest) {
+    /// [`parse_object`], skipping the head this reply's chunks share once it is known. `tail`
+    /// is `data` after that head, when it starts with it.
+    fn parse_chunk(&mut self, data: &str, tail: Option<&str>) -> Result<WireChunk, String> {
+        if let Some(tail) = tail {
+            if let Ok(chunk) = parse_object(self.head.as_object(tail)) {
                 return Ok(chunk);
             }
         }

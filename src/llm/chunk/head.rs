@@ -43,14 +43,13 @@ impl SharedHead {
         after.as_bytes().starts_with(CHOICES).then_some(after)
     }
 
-    /// `data` without the remembered head, as an object of its own, when it starts with it.
-    pub(super) fn strip(&mut self, data: &str) -> Option<&str> {
-        let after = self.tail(data)?;
+    /// `tail` (what [`Self::tail`] gave) as an object of its own.
+    pub(super) fn as_object(&mut self, tail: &str) -> &str {
         self.rest.clear();
         self.rest.push('{');
         // After the comma: `"choices":…}`.
-        self.rest.push_str(&after[1..]);
-        Some(&self.rest)
+        self.rest.push_str(&tail[1..]);
+        &self.rest
     }
 
     /// Remembers the head of `data`, a chunk that was just read whole, and whether it holds only
@@ -85,23 +84,33 @@ mod tests {
         format!(r#"{head},"choices":[{choices}]}}"#)
     }
 
+    /// `data` without the remembered head, as an object of its own, when it starts with it.
+    fn strip(shared: &mut SharedHead, data: &str) -> Option<String> {
+        let tail = shared.tail(data)?;
+        Some(shared.as_object(tail).to_owned())
+    }
+
     #[test]
     fn a_learnt_head_is_skipped_in_the_chunks_that_start_with_it() {
         let mut shared = SharedHead::default();
         let first = chunk(HEAD, r#"{"delta":{"content":"a"}}"#);
         assert_eq!(
-            shared.strip(&first),
+            strip(&mut shared, &first),
             None,
             "nothing is skipped before a head is learnt"
         );
         shared.learn(&first);
         let next = chunk(HEAD, r#"{"delta":{"content":"b"}}"#);
         assert_eq!(
-            shared.strip(&next),
+            strip(&mut shared, &next).as_deref(),
             Some(r#"{"choices":[{"delta":{"content":"b"}}]}"#)
         );
         let other = chunk(&HEAD.replace(":1,", ":2,"), "");
-        assert_eq!(shared.strip(&other), None, "another head is read whole");
+        assert_eq!(
+            strip(&mut shared, &other),
+            None,
+            "another head is read whole"
+        );
     }
 
     #[test]
@@ -118,7 +127,7 @@ mod tests {
             // Twice: a head seen again is not checked again, and stays unskippable.
             shared.learn(&data);
             shared.learn(&data);
-            assert_eq!(shared.strip(&data), None, "{head}");
+            assert_eq!(strip(&mut shared, &data), None, "{head}");
         }
     }
 }

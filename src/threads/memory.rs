@@ -97,7 +97,8 @@ impl MemoryStore {
             key.clone(),
             Entry {
                 data,
-                expires_at: expiry(self.ttl),
+                // A TTL too large to add to an instant is never reached.
+                expires_at: crate::clock::after(Instant::now(), self.ttl),
                 tick,
             },
         );
@@ -160,14 +161,6 @@ impl ThreadStore for MemoryStore {
         let removed = self.lock().remove(key);
         std::future::ready(Ok(removed)).boxed()
     }
-}
-
-/// When a thread saved now expires: `ttl` from now, or as good as never when the setting is too
-/// large to add to an instant (adding would panic).
-fn expiry(ttl: Duration) -> Instant {
-    const NEVER: Duration = Duration::from_secs(100 * 365 * 24 * 60 * 60);
-    let now = Instant::now();
-    now.checked_add(ttl).unwrap_or_else(|| now + NEVER)
 }
 
 #[cfg(test)]

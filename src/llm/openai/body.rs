@@ -25,7 +25,7 @@ pub(crate) struct BodyReader<S> {
     /// What one read decodes to, before it joins the queue; kept so that its capacity serves
     /// every read rather than growing from nothing on each.
     decoded: Vec<Result<LlmEvent, LlmError>>,
-    idle_timeout: Option<Duration>,
+    /// The idle timeout; `None` for no limit.
     idle: Option<IdleTimer>,
     /// Nothing more will be read; the queue may still hold items.
     done: bool,
@@ -63,7 +63,6 @@ where
             mode,
             queue: VecDeque::new(),
             decoded: Vec::new(),
-            idle_timeout,
             idle: idle_timeout.map(IdleTimer::new),
             done: false,
         }
@@ -162,7 +161,7 @@ where
 
     fn on_idle(&mut self, out: &mut Vec<Result<LlmEvent, LlmError>>) {
         self.done = true;
-        let secs = self.idle_timeout.map_or(0, |d| d.as_secs());
+        let secs = self.idle.as_ref().map_or(0, |idle| idle.limit.as_secs());
         match &mut self.mode {
             // The reply is complete; the server just did not close the stream.
             BodyMode::Sse(decoder) if decoder.saw_finish() => {
@@ -196,7 +195,7 @@ impl IdleTimer {
         Self {
             limit,
             last_read: now,
-            sleep: Box::pin(tokio::time::sleep_until(after(now, limit))),
+            sleep: Box::pin(tokio::time::sleep_until(crate::clock::after(now, limit))),
         }
     }
 
@@ -208,18 +207,11 @@ impl IdleTimer {
     fn poll_expired(&mut self, cx: &mut Context<'_>) -> Poll<()> {
         loop {
             std::task::ready!(self.sleep.as_mut().poll(cx));
-            let due = after(self.last_read, self.limit);
+            let due = crate::clock::after(self.last_read, self.limit);
             if Instant::now() >= due {
                 return Poll::Ready(());
             }
             self.sleep.as_mut().reset(due);
         }
     }
-}
-
-/// `limit` after `from`, or as good as never when the setting is too large to add (an instant
-/// overflows, and adding would panic).
-fn after(from: Instant, limit: Duration) -> Instant {
-    const NEVER: Duration = Duration::from_secs(100 * 365 * 24 * 60 * 60);
-    from.checked_add(limit).unwrap_or_else(|| from + NEVER)
 }

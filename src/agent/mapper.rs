@@ -83,9 +83,10 @@ impl<M: UpdateMapper> Stream for Mapping<M> {
                     this.mapper.on_end(&mut this.scratch)
                 }
             };
-            if result.is_ok() && this.ready.is_empty() && this.scratch.len() == 1 {
-                // One update in, one out (nearly every update of a run): handed on directly, not
-                // moved through the queue as well.
+            // `ready` is empty here (it is drained before the inner stream is polled), so one
+            // update in, one out (nearly every update of a run) is handed on directly, not moved
+            // through the queue as well.
+            if result.is_ok() && this.scratch.len() == 1 {
                 if let Some(update) = this.scratch.pop() {
                     return Poll::Ready(Some(Ok(update)));
                 }

@@ -396,6 +396,9 @@ pub struct LlmSettings {
     pub max_retries: u32,
     /// Ask the server for a final usage chunk (`stream_options.include_usage`).
     pub stream_usage: bool,
+    /// Text, reasoning and argument deltas of one message or call that arrive in one piece of
+    /// the body are handed on as one delta; `false` keeps one per model chunk.
+    pub merge_deltas: bool,
     /// Optional sampling temperature; absent lets the server decide.
     pub temperature: Option<f32>,
     /// Optional cap on tokens per completion.
@@ -432,6 +435,7 @@ impl fmt::Debug for LlmSettings {
             .field("read_buffer_bytes", &self.read_buffer_bytes)
             .field("max_retries", &self.max_retries)
             .field("stream_usage", &self.stream_usage)
+            .field("merge_deltas", &self.merge_deltas)
             .field("temperature", &self.temperature)
             .field("max_tokens", &self.max_tokens)
             .finish()

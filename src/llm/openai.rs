@@ -65,6 +65,7 @@ pub(crate) struct HttpBackend {
     stream_usage: bool,
     first_byte_timeout: Option<Duration>,
     idle_timeout: Option<Duration>,
+    merge_deltas: bool,
     max_retries: u32,
     redactor: Redactor,
 }
@@ -193,6 +194,7 @@ impl HttpBackend {
             stream_usage: settings.stream_usage,
             first_byte_timeout: limit(settings.first_byte_timeout_secs),
             idle_timeout: limit(settings.idle_timeout_secs),
+            merge_deltas: settings.merge_deltas,
             max_retries: settings.max_retries,
             redactor: Redactor::new(secrets),
         })
@@ -298,12 +300,15 @@ impl HttpBackend {
         if json {
             tracing::debug!("the model server answered JSON instead of a stream");
         }
-        Ok(Box::new(BodyReader::new(
-            response.body,
-            json,
-            self.idle_timeout,
-            self.redactor.clone(),
-        )))
+        Ok(Box::new(
+            BodyReader::new(
+                response.body,
+                json,
+                self.idle_timeout,
+                self.redactor.clone(),
+            )
+            .merging_deltas(self.merge_deltas),
+        ))
     }
 
     async fn send_with_retries(&self, body: Bytes) -> Result<transport::Response, LlmError> {

@@ -238,3 +238,67 @@ async fn a_client_tool_named_like_a_server_tool_is_refused_under_the_reject_poli
     );
     assert!(app.fake.requests().is_empty());
 }
+
+/// A reply that arrives in one piece (a fast model, a proxy that buffers) streams one delta per
+/// message and per call instead of one per model chunk, and the client's next run, sent with
+/// the history it kept from those events, gives the model back exactly what it wrote.
+#[tokio::test]
+async fn a_reply_that_arrives_at_once_streams_one_delta_per_message_and_call() {
+    let app = spawn_app(|_| {}).await;
+    let parts = ["Switching ", "the ", "background", "."];
+    let frames = chunks::text_then_tool_calls(
+        &parts,
+        &[("call_bg", "change_background", BACKGROUND_ARGS)],
+        false,
+    );
+    app.fake.push(Reply::Burst(frames.clone()));
+    app.fake.push(Reply::Sse(chunks::text_reply(&["Done."])));
+    let first_input = vec![user("Make the background orange")];
+    let mut body = input(first_input.clone());
+    body["tools"] = json!([client_tool("change_background")]);
+
+    let events = app.run_events("/", &body).await;
+
+    assert_well_formed(&events);
+    let contents: Vec<&str> = of_type(&events, "TEXT_MESSAGE_CONTENT")
+        .iter()
+        .map(|e| e["delta"].as_str().unwrap())
+        .collect();
+    assert_eq!(contents, ["Switching the background."]);
+    let arguments: Vec<&str> = of_type(&events, "TOOL_CALL_ARGS")
+        .iter()
+        .map(|e| e["delta"].as_str().unwrap())
+        .collect();
+    assert_eq!(arguments, [BACKGROUND_ARGS]);
+
+    let mut history = crate::approvals::client_history(&first_input, &events);
+    history.push(tool_result("call_bg", "changed"));
+    let mut next = input(history);
+    next["tools"] = json!([client_tool("change_background")]);
+    let events = app.run_events("/", &next).await;
+    assert_well_formed(&events);
+    assert_eq!(texts(&events).len(), 1);
+
+    let bodies = app.upstream_bodies();
+    assert_eq!(bodies.len(), 2);
+    let messages = bodies[1]["messages"].as_array().unwrap();
+    let assistant = messages
+        .iter()
+        .find(|m| m["role"] == "assistant")
+        .expect("the assistant turn is sent back");
+    assert_eq!(assistant["content"], "Switching the background.");
+    assert_eq!(
+        assistant["tool_calls"][0]["function"]["arguments"],
+        BACKGROUND_ARGS
+    );
+    assert_tool_calls_answered(&bodies[1]);
+
+    // With `llm.merge_deltas = false` the same burst streams one event per model chunk.
+    let app = spawn_app(|settings| settings.llm.merge_deltas = false).await;
+    app.fake.push(Reply::Burst(frames));
+    let events = app.run_events("/", &body).await;
+    assert_well_formed(&events);
+    assert_eq!(of_type(&events, "TEXT_MESSAGE_CONTENT").len(), parts.len());
+    assert!(of_type(&events, "TOOL_CALL_ARGS").len() > 1);
+    assert_eq!(tool_args(&events)["call_bg"], BACKGROUND_ARGS);
+}

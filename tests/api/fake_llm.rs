@@ -31,6 +31,9 @@ pub(crate) enum Reply {
     Sse(Vec<String>),
     /// Like `Sse`, with a pause before every frame: slow enough to be cancelled mid-stream.
     SlowSse(Vec<String>, Duration),
+    /// Like `Sse`, but every frame is written in one piece of the body (one HTTP chunk), as a
+    /// fast model or a buffering proxy delivers a burst.
+    Burst(Vec<String>),
     /// A plain HTTP error before any byte of a stream: status and body.
     Status(u16, String),
     /// An HTTP error carrying `Retry-After: <seconds>`.
@@ -177,6 +180,13 @@ async fn chat_completions(State(shared): State<Arc<Shared>>, request: Request) -
         }
         Some(Reply::Sse(frames)) => sse_response(&shared, frames, Duration::ZERO, false),
         Some(Reply::SlowSse(frames, delay)) => sse_response(&shared, frames, delay, false),
+        Some(Reply::Burst(frames)) => {
+            let whole: String = frames
+                .iter()
+                .map(|frame| format!("data: {frame}\n\n"))
+                .collect();
+            event_stream_response(stream::iter([Ok(Bytes::from(whole))]))
+        }
         Some(Reply::Cut(frames)) => sse_response(&shared, frames, Duration::ZERO, true),
         Some(Reply::Stall(frames)) => stalling_sse_response(&shared, frames),
         Some(Reply::Silent(wait)) => {

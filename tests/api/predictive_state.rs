@@ -450,3 +450,53 @@ async fn a_0x_client_gets_state_events_it_accepts() {
         json!({"recipe": recipe["recipe"]})
     );
 }
+
+/// Arguments that arrive at once become a few deltas of several operations each rather
+/// than one per fragment. The client still reaches the final recipe by the deltas alone, and
+/// the server's own record of the thread, which applies the same deltas, holds it too.
+#[tokio::test]
+async fn a_recipe_that_arrives_at_once_streams_in_a_few_deltas_of_several_operations() {
+    let app = recipe_app().await;
+    let frames = chunks::tool_calls(&[("call_r", "update_recipe", RECIPE)], false);
+    let fragments = frames.len();
+    app.fake.push(Reply::Burst(frames));
+    app.fake.push(Reply::Sse(chunks::text_reply(&["Saved."])));
+
+    let events = app
+        .run_events("/", &input(vec![user("A spicy low-carb recipe, please")]))
+        .await;
+
+    assert_well_formed(&events);
+    assert_eq!(tool_args(&events)["call_r"], RECIPE);
+    // The burst is read in a few pieces (the client's read buffer starts at 8 KB); each piece
+    // merges.
+    let pieces = of_type(&events, "TOOL_CALL_ARGS").len();
+    assert!(
+        pieces * 10 < fragments,
+        "{pieces} TOOL_CALL_ARGS for {fragments} fragments"
+    );
+    let arguments: Value = serde_json::from_str(RECIPE).unwrap();
+    let expected = json!({"recipe": arguments["recipe"]});
+    let states = client_states(&json!({}), &events);
+    assert_eq!(states.last().map(|(_, s)| s), Some(&expected));
+    let deltas = of_type(&events, "STATE_DELTA");
+    assert!(
+        !deltas.is_empty() && deltas.len() * 10 < fragments,
+        "{} deltas for {fragments} fragments",
+        deltas.len()
+    );
+    assert!(deltas
+        .iter()
+        .any(|delta| delta["delta"].as_array().is_some_and(|ops| ops.len() > 1)));
+
+    let thread: Value = app
+        .client
+        .get(format!("{}/assistant/threads/t1", app.address))
+        .send()
+        .await
+        .expect("the app answers")
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(thread["state"], expected, "{thread}");
+}

@@ -1,5 +1,6 @@
 //! Reading a model server's response body into events: SSE through the chunk decoder, or a whole
-//! JSON body from a server that ignored `stream: true`, under the idle timeout.
+//! JSON body from a server that ignored `stream: true`, under the idle timeout; and the merging
+//! of deltas that arrive in one piece of the body.
 
 use std::collections::VecDeque;
 use std::future::Future;
@@ -29,7 +30,14 @@ pub(crate) struct BodyReader<S> {
     idle: Option<IdleTimer>,
     /// Nothing more will be read; the queue may still hold items.
     done: bool,
+    /// Whether deltas of one read are merged (`llm.merge_deltas`).
+    merge_deltas: bool,
 }
+
+/// The most bytes of text or arguments merged into one delta: a reply that arrives all at once
+/// still streams to the client in pieces it can show as they come, and no event grows without
+/// bound.
+pub(crate) const MERGED_DELTA_LIMIT: usize = 16 * 1024;
 
 enum BodyMode {
     Sse(StreamDecoder),
@@ -65,7 +73,22 @@ where
             decoded: Vec::new(),
             idle: idle_timeout.map(IdleTimer::new),
             done: false,
+            merge_deltas: false,
         }
+    }
+
+    /// Merges the deltas of one message or call that arrive in one piece of the body (one
+    /// HTTP chunk or HTTP/2 frame, as far as one read holds it) into one, up to
+    /// [`MERGED_DELTA_LIMIT`] bytes each.
+    ///
+    /// Why: the cost of a run downstream of this reader (the middleware, the encoder, the
+    /// run's log, the client's parsing and rendering) is per event, not per byte. A model
+    /// writing at its own pace sends one chunk per piece, so nothing changes for it; a reply
+    /// that arrives in a burst (a fast model, a proxy that buffers) loses nothing by streaming
+    /// one event per piece rather than one per chunk, since all of it was already here.
+    pub(crate) fn merging_deltas(mut self, merge: bool) -> Self {
+        self.merge_deltas = merge;
+        self
     }
 
     /// The next event, `None` at the end. After an `Err` only `None` follows.
@@ -116,7 +139,14 @@ where
                 Ok(None) => self.on_end(None, &mut out),
                 Err(TimedOut) => self.on_idle(&mut out),
             }
-            self.queue.extend(out.drain(..));
+            // The queue is empty here (reads happen only then), so what merges is one piece's.
+            if self.merge_deltas {
+                for item in out.drain(..) {
+                    push_merged(&mut self.queue, item);
+                }
+            } else {
+                self.queue.extend(out.drain(..));
+            }
             self.decoded = out;
         }
     }
@@ -177,6 +207,41 @@ where
             }
         }
     }
+}
+
+/// Queues `item`, appended to the delta at the back of the queue when both continue the same
+/// text, reasoning or tool call and the result stays within [`MERGED_DELTA_LIMIT`]. A tool-call
+/// delta that names a call (its first) is never appended, so every call still starts its own.
+fn push_merged(queue: &mut VecDeque<Result<LlmEvent, LlmError>>, item: Result<LlmEvent, LlmError>) {
+    if let (Some(Ok(last)), Ok(next)) = (queue.back_mut(), &item) {
+        let pair = match (last, next) {
+            (LlmEvent::TextDelta(into), LlmEvent::TextDelta(more))
+            | (LlmEvent::ReasoningDelta(into), LlmEvent::ReasoningDelta(more)) => {
+                Some((into, more))
+            }
+            (
+                LlmEvent::ToolCallDelta {
+                    index,
+                    arguments: into,
+                    ..
+                },
+                LlmEvent::ToolCallDelta {
+                    index: next_index,
+                    id: None,
+                    name: None,
+                    arguments: more,
+                },
+            ) if index == next_index => Some((into, more)),
+            _ => None,
+        };
+        if let Some((into, more)) = pair {
+            if into.len() + more.len() <= MERGED_DELTA_LIMIT {
+                into.push_str(more);
+                return;
+            }
+        }
+    }
+    queue.push_back(item);
 }
 
 /// The idle timeout across a reply's reads: one timer, moved lazily. A timeout made per read

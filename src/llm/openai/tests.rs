@@ -825,3 +825,164 @@ async fn an_idle_limit_too_large_to_add_is_no_limit() {
         "{end:?}"
     );
 }
+
+/// `data:` lines of chunks carrying one delta each, as a server writes them.
+fn chunk(delta: &Value) -> String {
+    format!(
+        "data: {}\n\n",
+        json!({"choices": [{"index": 0, "delta": delta}]})
+    )
+}
+
+fn text(text: &str) -> String {
+    chunk(&json!({"content": text}))
+}
+
+fn reasoning(text: &str) -> String {
+    chunk(&json!({"reasoning_content": text}))
+}
+
+fn call(index: u64, start: Option<(&str, &str)>, arguments: &str) -> String {
+    let mut function = json!({"arguments": arguments});
+    let mut call = json!({"index": index});
+    if let Some((id, name)) = start {
+        call["id"] = json!(id);
+        function["name"] = json!(name);
+    }
+    call["function"] = function;
+    chunk(&json!({"tool_calls": [call]}))
+}
+
+const FINISH: &str =
+    "data: {\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}]}\n\ndata: [DONE]\n\n";
+
+/// Every event a reader gives for a body that arrives in these pieces.
+async fn read_pieces(pieces: Vec<String>, merge: bool) -> Vec<LlmEvent> {
+    let body = stream::iter(
+        pieces
+            .into_iter()
+            .map(|piece| Ok::<_, String>(Bytes::from(piece))),
+    )
+    .boxed();
+    let mut reader = BodyReader::new(body, false, None, Redactor::default()).merging_deltas(merge);
+    let mut events = Vec::new();
+    while let Some(item) = reader.next_event().await {
+        events.push(item.expect("no error"));
+    }
+    events
+}
+
+fn delta(index: usize, start: Option<(&str, &str)>, arguments: &str) -> LlmEvent {
+    LlmEvent::ToolCallDelta {
+        index,
+        id: start.map(|(id, _)| id.to_owned()),
+        name: start.map(|(_, name)| name.to_owned()),
+        arguments: arguments.to_owned(),
+    }
+}
+
+/// One piece of a body carrying several chunks of each stream gives one delta per stream: the
+/// reasoning, the answer and each call (its first delta, which names it, taking the arguments
+/// that follow). With merging off, the same piece gives one delta per chunk.
+#[tokio::test]
+async fn deltas_that_arrive_in_one_piece_are_merged_per_message_and_call() {
+    let chunks = [
+        reasoning("Thin"),
+        reasoning("king"),
+        text("Hel"),
+        text("lo"),
+        call(0, Some(("call_a", "find")), "{\"q\""),
+        call(0, None, ":1"),
+        call(0, None, "}"),
+        call(1, Some(("call_b", "show")), ""),
+        call(1, None, "{}"),
+        FINISH.to_owned(),
+    ];
+    let finished = LlmEvent::Finished {
+        reason: FinishReason::Stop,
+    };
+    assert_eq!(
+        read_pieces(vec![chunks.concat()], true).await,
+        [
+            LlmEvent::ReasoningDelta("Thinking".into()),
+            LlmEvent::TextDelta("Hello".into()),
+            delta(0, Some(("call_a", "find")), "{\"q\":1}"),
+            delta(1, Some(("call_b", "show")), "{}"),
+            finished.clone(),
+        ]
+    );
+    assert_eq!(
+        read_pieces(vec![chunks.concat()], false).await,
+        [
+            LlmEvent::ReasoningDelta("Thin".into()),
+            LlmEvent::ReasoningDelta("king".into()),
+            LlmEvent::TextDelta("Hel".into()),
+            LlmEvent::TextDelta("lo".into()),
+            delta(0, Some(("call_a", "find")), "{\"q\""),
+            delta(0, None, ":1"),
+            delta(0, None, "}"),
+            delta(1, Some(("call_b", "show")), ""),
+            delta(1, None, "{}"),
+            finished,
+        ]
+    );
+}
+
+/// Nothing waits to be merged: deltas of separate pieces stay separate, and within a piece only
+/// neighbours of one stream merge, so the order across streams is the model's.
+#[tokio::test]
+async fn only_neighbours_of_one_stream_and_one_piece_merge() {
+    let separate = read_pieces(vec![text("Hel"), text("lo"), FINISH.to_owned()], true).await;
+    assert_eq!(
+        separate[..2],
+        [
+            LlmEvent::TextDelta("Hel".into()),
+            LlmEvent::TextDelta("lo".into())
+        ]
+    );
+
+    let interleaved = [
+        call(0, Some(("call_a", "find")), "{"),
+        call(1, Some(("call_b", "show")), "{"),
+        call(0, None, "}"),
+        call(1, None, "}"),
+        reasoning("a"),
+        text("b"),
+        reasoning("c"),
+        FINISH.to_owned(),
+    ];
+    assert_eq!(
+        read_pieces(vec![interleaved.concat()], true).await,
+        [
+            delta(0, Some(("call_a", "find")), "{"),
+            delta(1, Some(("call_b", "show")), "{"),
+            delta(0, None, "}"),
+            delta(1, None, "}"),
+            LlmEvent::ReasoningDelta("a".into()),
+            LlmEvent::TextDelta("b".into()),
+            LlmEvent::ReasoningDelta("c".into()),
+            LlmEvent::Finished {
+                reason: FinishReason::Stop
+            },
+        ]
+    );
+}
+
+/// A burst bigger than the limit streams in deltas of at most the limit, in order.
+#[tokio::test]
+async fn a_merged_delta_stops_at_the_limit() {
+    let piece = "x".repeat(5000);
+    let mut chunks: Vec<String> = (0..5).map(|_| text(&piece)).collect();
+    chunks.push(FINISH.to_owned());
+    let events = read_pieces(vec![chunks.concat()], true).await;
+    let sizes: Vec<usize> = events
+        .iter()
+        .filter_map(|event| match event {
+            LlmEvent::TextDelta(text) => Some(text.len()),
+            _ => None,
+        })
+        .collect();
+    // Three pieces fit under the limit, a fourth would not.
+    const { assert!(body::MERGED_DELTA_LIMIT >= 15_000 && body::MERGED_DELTA_LIMIT < 20_000) };
+    assert_eq!(sizes, [15_000, 10_000]);
+}

@@ -142,6 +142,19 @@ mod tests {
         serde_json::from_value(ops).unwrap()
     }
 
+    /// `operations` applied to `doc` succeed or fail, and leave the document, as they do with
+    /// `json_patch::patch`.
+    #[track_caller]
+    fn assert_applies_as_json_patch(doc: &Value, operations: &Value) {
+        let ops = patch(operations.clone());
+        let mut ours = doc.clone();
+        let mut theirs = doc.clone();
+        let ours_ok = apply(&mut ours, &ops).is_ok();
+        let theirs_ok = json_patch::patch(&mut theirs, &ops).is_ok();
+        assert_eq!(ours_ok, theirs_ok, "{operations}");
+        assert_eq!(ours, theirs, "{operations}");
+    }
+
     /// Every case gives the document (or the failure, with the document unchanged) that
     /// `json_patch::patch` gives.
     #[test]
@@ -176,13 +189,8 @@ mod tests {
         ];
         for op in ["add", "replace"] {
             for path in paths {
-                let ops = patch(json!([{"op": op, "path": path, "value": {"new": [1]}}]));
-                let mut ours = doc.clone();
-                let mut theirs = doc.clone();
-                let ours_ok = apply(&mut ours, &ops).is_ok();
-                let theirs_ok = json_patch::patch(&mut theirs, &ops).is_ok();
-                assert_eq!(ours_ok, theirs_ok, "{op} {path}");
-                assert_eq!(ours, theirs, "{op} {path}");
+                let operation = json!({"op": op, "path": path, "value": {"new": [1]}});
+                assert_applies_as_json_patch(&doc, &json!([operation]));
             }
         }
     }
@@ -216,13 +224,7 @@ mod tests {
         }
         for first in &operations {
             for second in &operations {
-                let ops = patch(json!([first, second]));
-                let mut ours = doc.clone();
-                let mut theirs = doc.clone();
-                let ours_ok = apply(&mut ours, &ops).is_ok();
-                let theirs_ok = json_patch::patch(&mut theirs, &ops).is_ok();
-                assert_eq!(ours_ok, theirs_ok, "{first} then {second}");
-                assert_eq!(ours, theirs, "{first} then {second}");
+                assert_applies_as_json_patch(&doc, &json!([first, second]));
             }
         }
     }

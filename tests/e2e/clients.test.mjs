@@ -9,7 +9,7 @@
 import { describe, test } from "node:test";
 import assert from "node:assert/strict";
 
-import { textTurn, toolTurn, turn } from "./fake-openai.mjs";
+import { burst, textTurn, toolTurn, turn } from "./fake-openai.mjs";
 import {
   CLIENTS,
   newAgent,
@@ -158,6 +158,47 @@ for (const client of CLIENTS) {
       assert.deepEqual(JSON.parse(second[1].tool_calls[0].function.arguments), args);
       assert.equal(second[2].tool_call_id, callId);
       assert.deepEqual(JSON.parse(second[2].content), WEATHER);
+    });
+
+    test(`[${client.version}] replies that arrive at once: one delta per message and call, and the next run goes on from them`, { timeout: TIMEOUT }, async () => {
+      const key = `burst-${client.tag}`;
+      const callId = `call_weather_burst_${client.tag}`;
+      const args = { location: "Paris", unit: "celsius" };
+      env.fake.script(
+        key,
+        burst(toolTurn([{ id: callId, name: "get_weather", arguments: args }], ["Let me ", "check ", "the weather."])),
+        burst(textTurn("It is ", "sunny ", "in Paris.")),
+        textTurn("You ", "are ", "welcome."),
+      );
+      const agent = newAgent(client, `${env.server.url}/`, { prompt: `${key}: weather in Paris?` });
+
+      const { events } = await run(agent);
+
+      assertLifecycle(events);
+      assert.deepEqual(
+        ofType(events, "TEXT_MESSAGE_CONTENT").map((e) => e.delta),
+        ["Let me check the weather.", "It is sunny in Paris."],
+        "one TEXT_MESSAGE_CONTENT per message of a burst",
+      );
+      assert.equal(ofType(events, "TOOL_CALL_ARGS").length, 1, types(events).join(", "));
+      const [, call, result, answer] = agent.messages;
+      assert.equal(call.content, "Let me check the weather.");
+      assert.deepEqual(JSON.parse(call.toolCalls[0].function.arguments), args);
+      assert.equal(result.toolCallId, callId);
+      assert.equal(answer.content, "It is sunny in Paris.");
+
+      // The next run, from the history the client kept: the model gets back what it wrote.
+      agent.addMessage(userMessage("Thanks!"));
+      const next = await run(agent);
+      assertLifecycle(next.events);
+      assert.equal(agent.messages.at(-1).content, "You are welcome.");
+      const requests = env.fake.requests(key);
+      assert.equal(requests.length, 3, env.serverLog());
+      const third = conversation(requests[2]);
+      assert.deepEqual(third.map((m) => m.role), ["user", "assistant", "tool", "assistant", "user"]);
+      assert.equal(third[1].content, "Let me check the weather.");
+      assert.deepEqual(JSON.parse(third[1].tool_calls[0].function.arguments), args);
+      assert.equal(third[3].content, "It is sunny in Paris.");
     });
 
     test(`[${client.version}] client tool: the run ends with the call pending, the next run carries the result`, { timeout: TIMEOUT }, async () => {

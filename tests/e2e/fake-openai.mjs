@@ -11,7 +11,9 @@
 // per content delta, tool-call chunks (the first of each call with index, id, type and name
 // and empty arguments, then the arguments in fragments of a few characters, carrying only the
 // index), a chunk with the finish_reason, a usage chunk with empty `choices`, and `[DONE]`.
-// Each frame is written separately, a little apart, so the server really reads a stream.
+// Each frame is written separately, a little apart, so the server really reads a stream; a
+// `burst` reply writes them all at once, in one piece of the body, as a fast model or a
+// buffering proxy delivers them.
 
 import http from "node:http";
 
@@ -83,6 +85,9 @@ export const textTurn = (...parts) => turn({ text: parts });
 
 /** A turn with tool calls (and optional text before them). */
 export const toolTurn = (calls, text = []) => turn({ text, calls });
+
+/** The same reply, written in one piece. */
+export const burst = (reply) => ({ ...reply, burst: true });
 
 /** An HTTP error reply, before any stream byte. */
 export const errorReply = (status, message = "scripted error") => ({
@@ -159,9 +164,14 @@ export async function startFakeOpenAI({ frameDelayMs = 1 } = {}) {
       return;
     }
     res.writeHead(200, { "content-type": "text/event-stream", "cache-control": "no-cache" });
+    const encode = (frame) => `data: ${typeof frame === "string" ? frame : JSON.stringify(frame)}\n\n`;
+    if (reply.burst) {
+      res.end(reply.frames.map(encode).join(""));
+      return;
+    }
     for (const frame of reply.frames) {
       if (res.destroyed) return;
-      res.write(`data: ${typeof frame === "string" ? frame : JSON.stringify(frame)}\n\n`);
+      res.write(encode(frame));
       if (frameDelayMs > 0) await new Promise((r) => setTimeout(r, frameDelayMs));
     }
     res.end();

@@ -30,7 +30,7 @@ pub(crate) struct BodyReader<S> {
     idle: Option<IdleTimer>,
     /// Nothing more will be read; the queue may still hold items.
     done: bool,
-    /// Whether deltas of one read are merged (`llm.merge_deltas`).
+    /// Whether the deltas of one piece of the body are merged (`llm.merge_deltas`).
     merge_deltas: bool,
 }
 

@@ -2,8 +2,8 @@
 //!
 //! It builds the request body with async-openai's request types, sends it with one shared
 //! client (see `transport`), retries what is safe to retry before anything was streamed, and
-//! reads the SSE body through [`StreamDecoder`] under an idle timeout. All waits use `tokio::time`, so
-//! tests can pause the clock.
+//! reads the SSE body through [`StreamDecoder`] under an idle timeout. All waits use
+//! `tokio::time`, so tests can pause the clock.
 
 use std::fmt;
 use std::future::Future;
@@ -173,13 +173,14 @@ impl HttpBackend {
         let url = endpoint_url(&base_url, flavor, deployment, &settings.azure_api_version)?;
         let headers = build_headers(settings, flavor)?;
         let transport = Transport::new(settings, &url)?;
-        tracing::debug!(client = transport.name(), url = %loggable(&url), "model client");
+        let log_url = loggable(&url);
+        tracing::debug!(client = transport.name(), url = %log_url, "model client");
         let secrets = std::iter::once(settings.api_key.clone())
             .chain(settings.extra_headers.values().cloned());
         Ok(Self {
             transport,
             flavor,
-            log_url: loggable(&url),
+            log_url,
             display_base: loggable(&base_url),
             url,
             headers,

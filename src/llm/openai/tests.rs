@@ -662,6 +662,14 @@ fn reader(
     )
 }
 
+/// The error a reader gives when the reply went silent for `secs`.
+fn idle_timeout(secs: u64) -> LlmError {
+    LlmError::Timeout {
+        phase: TimeoutPhase::Idle,
+        secs,
+    }
+}
+
 #[tokio::test(start_paused = true)]
 async fn idle_timeout_mid_stream() {
     let mut reader = reader(
@@ -673,13 +681,7 @@ async fn idle_timeout_mid_stream() {
         reader.next_event().await,
         Some(Ok(LlmEvent::TextDelta("a".into())))
     );
-    assert_eq!(
-        reader.next_event().await,
-        Some(Err(LlmError::Timeout {
-            phase: TimeoutPhase::Idle,
-            secs: 30
-        }))
-    );
+    assert_eq!(reader.next_event().await, Some(Err(idle_timeout(30))));
     assert_eq!(started.elapsed(), Duration::from_secs(30));
     assert_eq!(reader.next_event().await, None);
 }
@@ -767,13 +769,7 @@ async fn the_idle_limit_counts_from_the_last_chunk() {
         );
     }
     assert_eq!(started.elapsed(), Duration::from_secs(100));
-    assert_eq!(
-        reader.next_event().await,
-        Some(Err(LlmError::Timeout {
-            phase: TimeoutPhase::Idle,
-            secs: 30
-        }))
-    );
+    assert_eq!(reader.next_event().await, Some(Err(idle_timeout(30))));
     assert_eq!(started.elapsed(), Duration::from_secs(130));
 }
 

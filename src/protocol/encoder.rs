@@ -25,6 +25,7 @@
 //! With [`RunEncoder::with_event_ids`] every frame starts with `id: <runId>:<seq>` (`seq` counts
 //! from 1), the cursor a reconnecting client sends back as `Last-Event-ID`.
 
+use bytes::BufMut;
 use serde::Serialize;
 
 use super::events::*;
@@ -123,7 +124,7 @@ impl RunEncoder {
     /// refuse control characters in ids before a run gets here.
     pub fn with_event_ids(mut self) -> Self {
         if !self.run_id.contains(['\r', '\n', '\0']) {
-            self.id_prefix = Some(format!("id: {}:", self.run_id).into_bytes());
+            self.id_prefix = Some(event_id_prefix(&self.run_id));
         }
         self
     }
@@ -500,6 +501,19 @@ impl RunEncoder {
     }
 }
 
+/// What starts the `id:` line of every frame of run `run_id` when frames carry event ids: the
+/// line is this, the event's seq, and `\n`.
+pub fn event_id_prefix(run_id: &str) -> Vec<u8> {
+    format!("id: {run_id}:").into_bytes()
+}
+
+/// How each content event's frame starts, up to its id's value.
+const CONTENT_HEADS: [&[u8]; 3] = [
+    b"data: {\"type\":\"TEXT_MESSAGE_CONTENT\",\"messageId\":",
+    b"data: {\"type\":\"REASONING_MESSAGE_CONTENT\",\"messageId\":",
+    b"data: {\"type\":\"TOOL_CALL_ARGS\",\"toolCallId\":",
+];
+
 /// Writes the frame of a content event (a text, reasoning or argument fragment), the events a
 /// run is mostly made of, without serde's flattening of the body into [`Event`], which goes
 /// through a map serializer field by field. The bytes are exactly those of [`write_frame`]
@@ -510,33 +524,111 @@ fn write_content_frame(
     out: &mut Vec<u8>,
 ) -> Result<bool, EncodeError> {
     let (head, id, delta): (&[u8], &str, &str) = match body {
-        EventBody::TextMessageContent(e) if e.subagent_run_id.is_none() => (
-            b"data: {\"type\":\"TEXT_MESSAGE_CONTENT\",\"messageId\":",
-            &e.message_id,
-            &e.delta,
-        ),
-        EventBody::ReasoningMessageContent(e) if e.subagent_run_id.is_none() => (
-            b"data: {\"type\":\"REASONING_MESSAGE_CONTENT\",\"messageId\":",
-            &e.message_id,
-            &e.delta,
-        ),
-        EventBody::ToolCallArgs(e) if e.subagent_run_id.is_none() => (
-            b"data: {\"type\":\"TOOL_CALL_ARGS\",\"toolCallId\":",
-            &e.tool_call_id,
-            &e.delta,
-        ),
+        EventBody::TextMessageContent(e) if e.subagent_run_id.is_none() => {
+            (CONTENT_HEADS[0], &e.message_id, &e.delta)
+        }
+        EventBody::ReasoningMessageContent(e) if e.subagent_run_id.is_none() => {
+            (CONTENT_HEADS[1], &e.message_id, &e.delta)
+        }
+        EventBody::ToolCallArgs(e) if e.subagent_run_id.is_none() => {
+            (CONTENT_HEADS[2], &e.tool_call_id, &e.delta)
+        }
         _ => return Ok(false),
     };
     out.extend_from_slice(head);
     write_json_string(id, out)?;
     out.extend_from_slice(b",\"delta\":");
     write_json_string(delta, out)?;
-    if let Some(timestamp) = timestamp {
-        out.extend_from_slice(b",\"timestamp\":");
-        out.extend_from_slice(itoa::Buffer::new().format(timestamp).as_bytes());
-    }
-    out.extend_from_slice(b"}\n\n");
+    write_content_tail(timestamp, out);
     Ok(true)
+}
+
+/// What follows a content frame's delta: its timestamp, if it has one, and the frame's end.
+fn write_content_tail(timestamp: Option<i64>, out: &mut impl BufMut) {
+    if let Some(timestamp) = timestamp {
+        out.put_slice(b",\"timestamp\":");
+        out.put_slice(itoa::Buffer::new().format(timestamp).as_bytes());
+    }
+    out.put_slice(b"}\n\n");
+}
+
+/// A content frame (without its `id:` line) taken apart: `head` is all it shares with the
+/// other fragments of its message or call (`data: {"type":…,"messageId":…,"delta":"`), `delta`
+/// the fragment as escaped in the frame. A run's log keeps a row of such frames as one head
+/// and their deltas, and writes each frame again byte for byte ([`ContentFrame::write`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ContentFrame<'a> {
+    pub head: &'a [u8],
+    pub delta: &'a [u8],
+    pub timestamp: Option<i64>,
+}
+
+impl<'a> ContentFrame<'a> {
+    /// The parts of `data` when it is exactly a frame [`write_content_frame`] wrote (`None`
+    /// for every other frame, so whatever is parsed writes back the same bytes).
+    pub fn parse(data: &'a [u8]) -> Option<Self> {
+        let after_head = CONTENT_HEADS
+            .iter()
+            .find_map(|head| data.strip_prefix(*head))?;
+        let after_id = after_head
+            .get(json_string_len(after_head)?..)?
+            .strip_prefix(b",\"delta\":")?;
+        let delta_len = json_string_len(after_id)?;
+        let head = &data[..data.len() - after_id.len() + 1];
+        let delta = &after_id[1..delta_len - 1];
+        let tail = &after_id[delta_len..];
+        let timestamp = if tail == b"}\n\n" {
+            None
+        } else {
+            let digits = tail
+                .strip_prefix(b",\"timestamp\":")?
+                .strip_suffix(b"}\n\n")?;
+            let timestamp: i64 = std::str::from_utf8(digits).ok()?.parse().ok()?;
+            // `+1` or `01` would parse too, and not be written back the same.
+            if itoa::Buffer::new().format(timestamp).as_bytes() != digits {
+                return None;
+            }
+            Some(timestamp)
+        };
+        Some(ContentFrame {
+            head,
+            delta,
+            timestamp,
+        })
+    }
+
+    /// How many bytes [`ContentFrame::write`] writes.
+    pub fn encoded_len(&self) -> usize {
+        let stamp = self.timestamp.map_or(0, |timestamp| {
+            b",\"timestamp\":".len() + itoa::Buffer::new().format(timestamp).len()
+        });
+        self.head.len() + self.delta.len() + 1 + stamp + b"}\n\n".len()
+    }
+
+    /// Writes the frame back, exactly as it was parsed.
+    pub fn write(&self, out: &mut impl BufMut) {
+        out.put_slice(self.head);
+        out.put_slice(self.delta);
+        out.put_u8(b'"');
+        write_content_tail(self.timestamp, out);
+    }
+}
+
+/// The length of the JSON string `text` starts with, quotes included; `None` when it does not
+/// start with one. Inside an escaped string a quote or a backslash only ever follows a
+/// backslash, so skipping the byte after each backslash finds the closing quote.
+fn json_string_len(text: &[u8]) -> Option<usize> {
+    if text.first() != Some(&b'"') {
+        return None;
+    }
+    let mut at = 1;
+    loop {
+        at += memchr::memchr2(b'"', b'\\', text.get(at..)?)?;
+        if text[at] == b'"' {
+            return Some(at + 1);
+        }
+        at += 2;
+    }
 }
 
 /// Writes `text` as a JSON string, exactly as serde_json does. Ids and most fragments need no

@@ -321,6 +321,65 @@ fn content_frames_are_written_byte_for_byte_as_serde_writes_them() {
     }
 }
 
+/// A content frame taken apart writes back byte for byte, its delta as escaped in the frame;
+/// only frames exactly as the content writer writes them come apart.
+#[test]
+fn content_frames_come_apart_and_write_back_byte_for_byte() {
+    let deltas = [
+        "plain",
+        "",
+        "quote \" and \\",
+        "line\nbreak \u{1f}",
+        "é 😀",
+        "\\",
+    ];
+    for id in ["msg_1", "call \"odd\"\\"] {
+        for delta in deltas {
+            for timestamp in [None, Some(0), Some(1_764_547_200_123), Some(-5)] {
+                let body = EventBody::ToolCallArgs(ToolCallArgs {
+                    tool_call_id: id.into(),
+                    delta: delta.into(),
+                    subagent_run_id: None,
+                });
+                let mut frame = Vec::new();
+                assert!(write_content_frame(&body, timestamp, &mut frame).unwrap());
+                let parts = ContentFrame::parse(&frame).expect("a content frame");
+                assert_eq!(parts.timestamp, timestamp);
+                assert_eq!(
+                    parts.delta,
+                    serde_json::to_string(delta)
+                        .unwrap()
+                        .trim_matches('"')
+                        .as_bytes()
+                );
+                let mut written = Vec::new();
+                parts.write(&mut written);
+                assert_eq!(written, frame);
+                assert_eq!(parts.encoded_len(), frame.len());
+            }
+        }
+    }
+    let mut started = Vec::new();
+    write_frame(&Event::from(text_start("m")), &mut started).unwrap();
+    let not_content = [
+        started,
+        b"data: {\"type\":\"TEXT_MESSAGE_CONTENT\",\"messageId\":\"m\",\"delta\":\"a\",\"subagentRunId\":\"s\"}\n\n".to_vec(),
+        b"data: {\"type\":\"TEXT_MESSAGE_CONTENT\",\"messageId\":\"m\",\"delta\":\"a\",\"timestamp\":+1}\n\n".to_vec(),
+        b"data: {\"type\":\"TEXT_MESSAGE_CONTENT\",\"messageId\":\"m\",\"delta\":\"a\",\"timestamp\":01}\n\n".to_vec(),
+        b"data: {\"type\":\"TEXT_MESSAGE_CONTENT\",\"messageId\":\"m\",\"delta\":\"a\"}\n".to_vec(),
+        b"data: {\"type\":\"TEXT_MESSAGE_CONTENT\",\"messageId\":\"m\",\"delta\":\"a\\\"}\n\n".to_vec(),
+        b"data: {\"type\":\"TEXT_MESSAGE_CONTENT\",\"messageId\":\"m\"}\n\n".to_vec(),
+    ];
+    for frame in not_content {
+        assert_eq!(
+            ContentFrame::parse(&frame),
+            None,
+            "{}",
+            String::from_utf8_lossy(&frame)
+        );
+    }
+}
+
 /// Every ASCII character, alone, at either end of a string and all in one, is written as
 /// serde_json writes it.
 #[test]

@@ -5,7 +5,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use tokio::sync::watch;
 
 use super::{ReadError, RunLog};
@@ -64,12 +64,11 @@ impl Follower {
                     return Some(Next::Expired);
                 }
             };
-            if !batch.frames.is_empty() {
-                self.cursor += batch.frames.len() as u64;
+            if batch.frames > 0 {
+                self.cursor += batch.frames;
                 self.done = batch.ended && !batch.broken;
-                let bytes = concat(batch.frames, batch.bytes);
                 return Some(Next::Frames {
-                    bytes,
+                    bytes: batch.bytes,
                     last: self.done,
                 });
             }
@@ -91,15 +90,4 @@ impl Drop for Follower {
     fn drop(&mut self) {
         self.log.readers.send_modify(|n| *n = n.saturating_sub(1));
     }
-}
-
-fn concat(frames: Vec<Bytes>, bytes: usize) -> Bytes {
-    if frames.len() == 1 {
-        return frames.into_iter().next().unwrap_or_default();
-    }
-    let mut out = BytesMut::with_capacity(bytes);
-    for frame in frames {
-        out.extend_from_slice(&frame);
-    }
-    out.freeze()
 }

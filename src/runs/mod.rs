@@ -2,11 +2,13 @@
 //! client replays from its `Last-Event-ID` and then follows live, and the handle that stops a
 //! run. The log is bounded (runs, frames and bytes per run, bytes in all) and forgets a run
 //! some minutes after its terminal event; a cursor older than what is kept is an explicit
-//! [`ReadError::CursorExpired`], never a silent restart. Frames are stored as slices of the
-//! batch the pump wrote, so appending copies nothing. With Redis, `redis` shares each run's log
-//! with every replica; a [`Reader`] reads either log the same way.
+//! [`ReadError::CursorExpired`], never a silent restart. `frames` keeps each run's frames:
+//! content frames in a row as their deltas, the others as slices of the batch the pump wrote.
+//! With Redis, `redis` shares each run's log with every replica; a [`Reader`] reads either log
+//! the same way.
 
 mod follow;
+mod frames;
 pub mod redis;
 mod redis_follow;
 
@@ -15,6 +17,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
+use frames::Frames;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
@@ -204,7 +207,7 @@ pub struct RunLog {
     agent: String,
     scope: String,
     limits: LogLimits,
-    frames: Mutex<Frames>,
+    frames: Mutex<Kept>,
     /// The seq of the last appended frame; followers wait on it.
     head: watch::Sender<u64>,
     /// How many readers are attached; the run's driver waits on it.
@@ -213,12 +216,10 @@ pub struct RunLog {
     stop: CancellationToken,
 }
 
-#[derive(Debug, Default)]
-struct Frames {
-    kept: VecDeque<Bytes>,
-    /// The seq of `kept[0]` (seqs count from 1).
-    first_seq: u64,
-    bytes: usize,
+/// A run's frames and whether the run has ended.
+#[derive(Debug)]
+struct Kept {
+    frames: Frames,
     /// When the terminal event was appended, or the run's driver went away without one.
     ended_at: Option<Instant>,
     /// The driver went away without a terminal event (a cancelled task).
@@ -238,9 +239,10 @@ impl RunLog {
             agent: agent.to_owned(),
             scope: scope.to_owned(),
             limits,
-            frames: Mutex::new(Frames {
-                first_seq: 1,
-                ..Frames::default()
+            frames: Mutex::new(Kept {
+                frames: Frames::new(crate::protocol::event_id_prefix(run_id)),
+                ended_at: None,
+                broken: false,
             }),
             head: watch::channel(0).0,
             readers: watch::channel(0).0,
@@ -262,7 +264,7 @@ impl RunLog {
     }
 
     fn bytes(&self) -> usize {
-        lock(&self.frames).bytes
+        lock(&self.frames).frames.bytes()
     }
 
     fn expired(&self, now: Instant, ttl: Duration) -> bool {
@@ -274,30 +276,19 @@ impl RunLog {
     /// Appends one batch of frames as the pump wrote it (`id: ...\ndata: ...\n\n` each; no
     /// keep-alives). `terminal`: the batch holds the run's last event.
     pub fn append(&self, batch: Bytes, terminal: bool) {
-        let mut appended = 0;
-        {
-            let mut frames = lock(&self.frames);
-            for frame in split_frames(batch) {
-                frames.bytes += frame.len();
-                frames.kept.push_back(frame);
-                appended += 1;
-            }
-            while frames.kept.len() > self.limits.max_run_events
-                || (frames.bytes > self.limits.max_run_bytes && frames.kept.len() > 1)
-            {
-                let Some(dropped) = frames.kept.pop_front() else {
-                    break;
-                };
-                frames.bytes -= dropped.len();
-                frames.first_seq += 1;
-            }
+        let appended = {
+            let mut kept = lock(&self.frames);
+            let appended = kept.frames.append(batch);
+            kept.frames
+                .trim(self.limits.max_run_events, self.limits.max_run_bytes);
             if terminal {
-                frames.ended_at = Some(Instant::now());
+                kept.ended_at = Some(Instant::now());
                 // Kept for reconnects long after the run: without the spare room its growth
-                // left (up to half its length).
-                frames.kept.shrink_to_fit();
+                // left.
+                kept.frames.shrink();
             }
-        }
+            appended
+        };
         // Followers wake on the new head; a terminal batch with no frames still wakes them.
         self.head.send_modify(|head| *head += appended);
     }
@@ -306,12 +297,12 @@ impl RunLog {
     /// of waiting for events that will never come.
     pub fn break_off(&self) {
         {
-            let mut frames = lock(&self.frames);
-            if frames.ended_at.is_some() {
+            let mut kept = lock(&self.frames);
+            if kept.ended_at.is_some() {
                 return;
             }
-            frames.ended_at = Some(Instant::now());
-            frames.broken = true;
+            kept.ended_at = Some(Instant::now());
+            kept.broken = true;
         }
         self.head.send_modify(|_| {});
     }
@@ -339,12 +330,11 @@ impl RunLog {
         // Subscribed before the snapshot, so nothing appended after it can be missed.
         let head = self.head.subscribe();
         let follower = Follower::new(Arc::clone(self), head, cursor);
-        let frames = lock(&self.frames);
-        let last = frames.first_seq + frames.kept.len() as u64 - 1;
-        if cursor + 1 < frames.first_seq {
+        let kept = lock(&self.frames);
+        if cursor + 1 < kept.frames.first_seq() {
             return Err(ReadError::CursorExpired);
         }
-        if cursor > last {
+        if cursor > kept.frames.last_seq() {
             return Err(ReadError::CursorAhead);
         }
         Ok(follower)
@@ -353,51 +343,28 @@ impl RunLog {
     /// Frames after `cursor`, at most `max_bytes` of them (at least one), and whether the log
     /// ends after them; `Err` when they are no longer kept.
     fn read_after(&self, cursor: u64, max_bytes: usize) -> Result<Batch, ReadError> {
-        let frames = lock(&self.frames);
-        if cursor + 1 < frames.first_seq {
-            return Err(ReadError::CursorExpired);
-        }
-        let skip = usize::try_from(cursor + 1 - frames.first_seq).unwrap_or(usize::MAX);
-        let mut batch = Batch::default();
-        for frame in frames.kept.iter().skip(skip) {
-            if !batch.frames.is_empty() && batch.bytes + frame.len() > max_bytes {
-                break;
-            }
-            batch.bytes += frame.len();
-            batch.frames.push(frame.clone());
-        }
-        let read_all = skip + batch.frames.len() >= frames.kept.len();
-        batch.ended = read_all && frames.ended_at.is_some();
-        batch.broken = batch.ended && frames.broken;
-        Ok(batch)
+        let kept = lock(&self.frames);
+        let read = kept.frames.read_after(cursor, max_bytes)?;
+        let ended = cursor + read.frames >= kept.frames.last_seq() && kept.ended_at.is_some();
+        Ok(Batch {
+            bytes: read.bytes,
+            frames: read.frames,
+            ended,
+            broken: ended && kept.broken,
+        })
     }
 }
 
 /// What one read of the log gave.
 #[derive(Debug, Default)]
 struct Batch {
-    frames: Vec<Bytes>,
-    bytes: usize,
+    /// The frames, in one chunk.
+    bytes: Bytes,
+    frames: u64,
     /// Nothing follows these frames.
     ended: bool,
     /// ... because the run's driver went away without a terminal event.
     broken: bool,
-}
-
-/// Splits a batch on the blank line that ends each frame. serde_json escapes newlines inside
-/// strings, so `\n\n` only ever ends a frame.
-fn split_frames(batch: Bytes) -> impl Iterator<Item = Bytes> {
-    // Built once: `memmem::find` builds a searcher on every call, and this runs per frame.
-    static FRAME_END: std::sync::LazyLock<memchr::memmem::Finder<'static>> =
-        std::sync::LazyLock::new(|| memchr::memmem::Finder::new(b"\n\n"));
-    let mut start = 0;
-    std::iter::from_fn(move || {
-        let rest = batch.get(start..)?;
-        let end = FRAME_END.find(rest)? + start + 2;
-        let frame = batch.slice(start..end);
-        start = end;
-        Some(frame)
-    })
 }
 
 /// A reader of a run: of this process's log, or of the shared log of a run another replica

@@ -19,8 +19,9 @@ use redis::{AsyncConnectionConfig, Script};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
+use super::frames::split_frames;
 pub use super::redis_follow::SharedFollower;
-use super::{lock, split_frames, ReadError};
+use super::{lock, ReadError};
 use crate::text::key_digest;
 
 /// The channel every replica listens on for stop requests; a message is a run's key digest.

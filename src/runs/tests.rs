@@ -2,6 +2,7 @@
 
 use std::time::Duration;
 
+use super::frames::split_frames;
 use super::*;
 
 fn limits() -> LogLimits {

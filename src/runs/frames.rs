@@ -1,0 +1,437 @@
+//! The frames one run's log keeps, numbered by seq, and how they are read back.
+//!
+//! Most of a run at a model's pace is content frames in a row: the text, reasoning or
+//! argument fragments of one message or call, one per model chunk. They differ only in their
+//! seq, their delta and their timestamp, yet each frame spells out the run id, the event type
+//! and the message id again (about 180 bytes for a 5-byte token). Such a row is kept as its
+//! shared head and each fragment's delta and timestamp, and each frame is written again, byte
+//! for byte, when it is read: a 200-token answer keeps about 3 KB instead of 36. Every other
+//! frame, and a content frame with no neighbour of its message, is kept as the slice of the
+//! batch it came in, which copies nothing.
+//!
+//! The last batch appended is also kept whole: a reader that is live (the usual case) reads
+//! exactly that batch next, and gets it as the pump wrote it, without writing a frame again.
+
+use std::collections::VecDeque;
+
+use bytes::{Bytes, BytesMut};
+
+use super::ReadError;
+use crate::protocol::ContentFrame;
+
+/// See the module docs.
+#[derive(Debug)]
+pub(super) struct Frames {
+    /// `id: <runId>:`, which starts every frame of the run.
+    id_prefix: Box<[u8]>,
+    entries: VecDeque<Entry>,
+    /// The seq of the first kept frame (seqs count from 1).
+    first_seq: u64,
+    /// The seq the next appended frame gets.
+    next_seq: u64,
+    /// The bytes the kept frames take as kept, the bound `runs.log_max_run_bytes` applies to.
+    bytes: usize,
+    /// The last batch appended, as written, and the seq of its first frame.
+    latest: Option<(u64, Bytes)>,
+}
+
+/// One frame, or a row of content frames, and the seq of its first frame.
+#[derive(Debug)]
+struct Entry {
+    first_seq: u64,
+    kept: Kept,
+}
+
+#[derive(Debug)]
+enum Kept {
+    /// A frame as it was appended.
+    Frame(Bytes),
+    /// Boxed: most entries are frames, and a row is several times a frame's size.
+    Row(Box<Row>),
+}
+
+/// Content frames in a row of one message or call, each one's delta and timestamp.
+#[derive(Debug)]
+struct Row {
+    /// `data: {"type":…,"messageId":…,"delta":"`, the same in every frame of the row.
+    head: Box<[u8]>,
+    /// The deltas, as escaped in their frames, one after another.
+    deltas: Vec<u8>,
+    /// Where each delta ends in `deltas`.
+    ends: Vec<u32>,
+    /// Each frame's timestamp, when the row's frames carry one.
+    stamps: Vec<i64>,
+    stamped: bool,
+    /// Frames dropped from the front by the log's bounds and not yet compacted away.
+    dropped: usize,
+}
+
+/// What a read gave: the frames after the cursor, in one chunk, and how many.
+#[derive(Debug, Default)]
+pub(super) struct Read {
+    pub(super) bytes: Bytes,
+    pub(super) frames: u64,
+}
+
+impl Frames {
+    pub(super) fn new(id_prefix: Vec<u8>) -> Self {
+        Frames {
+            id_prefix: id_prefix.into_boxed_slice(),
+            entries: VecDeque::new(),
+            first_seq: 1,
+            next_seq: 1,
+            bytes: 0,
+            latest: None,
+        }
+    }
+
+    pub(super) fn first_seq(&self) -> u64 {
+        self.first_seq
+    }
+
+    /// The seq of the last kept frame (`first_seq - 1` when none is).
+    pub(super) fn last_seq(&self) -> u64 {
+        self.next_seq - 1
+    }
+
+    pub(super) fn bytes(&self) -> usize {
+        self.bytes
+    }
+
+    fn len(&self) -> u64 {
+        self.next_seq - self.first_seq
+    }
+
+    /// Appends a batch as the pump wrote it (whole frames); returns how many frames it held.
+    pub(super) fn append(&mut self, batch: Bytes) -> u64 {
+        let first_seq = self.next_seq;
+        for frame in split_frames(batch.clone()) {
+            self.push(frame);
+        }
+        let appended = self.next_seq - first_seq;
+        if appended > 0 {
+            self.latest = Some((first_seq, batch));
+        }
+        appended
+    }
+
+    fn push(&mut self, frame: Bytes) {
+        let seq = self.next_seq;
+        self.next_seq += 1;
+        if self.extend_row(&frame, seq) {
+            return;
+        }
+        if let Some(Entry {
+            kept: Kept::Row(row),
+            ..
+        }) = self.entries.back_mut()
+        {
+            // The row is complete: kept as long as the run, without its growth's spare room.
+            row.shrink();
+        }
+        self.bytes += frame.len();
+        self.entries.push_back(Entry {
+            first_seq: seq,
+            kept: Kept::Frame(frame),
+        });
+    }
+
+    /// Adds `frame` to the row the last entry is or starts with it, when both are content
+    /// frames of one message or call; false when `frame` is to be kept as it is.
+    fn extend_row(&mut self, frame: &[u8], seq: u64) -> bool {
+        let Some(content) = self.content(frame, seq) else {
+            return false;
+        };
+        let Some(last) = self.entries.back_mut() else {
+            return false;
+        };
+        match &mut last.kept {
+            Kept::Row(row) => {
+                if !row.takes(&content) {
+                    return false;
+                }
+                self.bytes += row.push(&content);
+            }
+            Kept::Frame(previous) => {
+                let previous_seq = last.first_seq;
+                let Some(first) = content_of(&self.id_prefix, previous, previous_seq) else {
+                    return false;
+                };
+                if first.head != content.head
+                    || first.timestamp.is_some() != content.timestamp.is_some()
+                {
+                    return false;
+                }
+                let mut row = Row::new(first.head, first.timestamp.is_some());
+                let added = row.push(&first) + row.push(&content) + row.head.len();
+                self.bytes = self.bytes - previous.len() + added;
+                last.kept = Kept::Row(Box::new(row));
+            }
+        }
+        true
+    }
+
+    fn content<'f>(&self, frame: &'f [u8], seq: u64) -> Option<ContentFrame<'f>> {
+        content_of(&self.id_prefix, frame, seq)
+    }
+
+    /// Drops frames from the front until at most `max_frames` and `max_bytes` are kept (the
+    /// last frame stays, whatever its size).
+    pub(super) fn trim(&mut self, max_frames: usize, max_bytes: usize) {
+        while self.len() > max_frames as u64 || (self.bytes > max_bytes && self.len() > 1) {
+            let Some(front) = self.entries.front_mut() else {
+                break;
+            };
+            self.first_seq += 1;
+            match &mut front.kept {
+                Kept::Frame(frame) => {
+                    self.bytes -= frame.len();
+                    self.entries.pop_front();
+                }
+                Kept::Row(row) => {
+                    self.bytes -= row.drop_first();
+                    front.first_seq += 1;
+                    if row.is_empty() {
+                        self.bytes -= row.head.len();
+                        self.entries.pop_front();
+                    }
+                }
+            }
+        }
+    }
+
+    /// Gives back the room a finished run no longer needs.
+    pub(super) fn shrink(&mut self) {
+        if let Some(Entry {
+            kept: Kept::Row(row),
+            ..
+        }) = self.entries.back_mut()
+        {
+            row.shrink();
+        }
+        self.entries.shrink_to_fit();
+    }
+
+    /// The frames after `cursor`, as one chunk of at most `max_bytes` (at least one frame).
+    pub(super) fn read_after(&self, cursor: u64, max_bytes: usize) -> Result<Read, ReadError> {
+        if cursor + 1 < self.first_seq {
+            return Err(ReadError::CursorExpired);
+        }
+        let from = cursor + 1;
+        if from >= self.next_seq {
+            return Ok(Read::default());
+        }
+        if let Some((latest_seq, batch)) = &self.latest {
+            if *latest_seq == from && batch.len() <= max_bytes {
+                return Ok(Read {
+                    bytes: batch.clone(),
+                    frames: self.next_seq - from,
+                });
+            }
+        }
+        let at = self
+            .entries
+            .partition_point(|entry| entry.first_seq <= from)
+            - 1;
+        let mut chunk = Chunk::default();
+        for entry in self.entries.range(at..) {
+            match &entry.kept {
+                Kept::Frame(frame) => {
+                    if !chunk.take(frame.len(), max_bytes) {
+                        break;
+                    }
+                    chunk.push_frame(frame);
+                }
+                Kept::Row(row) => {
+                    let skip = from.saturating_sub(entry.first_seq) as usize;
+                    for (index, seq) in
+                        (row.dropped + skip..row.ends.len()).zip(entry.first_seq + skip as u64..)
+                    {
+                        let frame = row.frame(index);
+                        let len = self.id_line_len(seq) + frame.encoded_len();
+                        if !chunk.take(len, max_bytes) {
+                            return Ok(chunk.finish());
+                        }
+                        let out = chunk.out();
+                        self.write_id_line(seq, out);
+                        frame.write(out);
+                    }
+                }
+            }
+        }
+        Ok(chunk.finish())
+    }
+
+    fn id_line_len(&self, seq: u64) -> usize {
+        self.id_prefix.len() + itoa::Buffer::new().format(seq).len() + 1
+    }
+
+    fn write_id_line(&self, seq: u64, out: &mut BytesMut) {
+        out.extend_from_slice(&self.id_prefix);
+        out.extend_from_slice(itoa::Buffer::new().format(seq).as_bytes());
+        out.extend_from_slice(b"\n");
+    }
+}
+
+/// The content frame `frame` is, when it is one and starts with exactly the `id:` line of
+/// `seq`.
+fn content_of<'f>(id_prefix: &[u8], frame: &'f [u8], seq: u64) -> Option<ContentFrame<'f>> {
+    let data = frame
+        .strip_prefix(id_prefix)?
+        .strip_prefix(itoa::Buffer::new().format(seq).as_bytes())?
+        .strip_prefix(b"\n")?;
+    ContentFrame::parse(data)
+}
+
+impl Row {
+    fn new(head: &[u8], stamped: bool) -> Self {
+        Row {
+            head: head.into(),
+            deltas: Vec::new(),
+            ends: Vec::new(),
+            stamps: Vec::new(),
+            stamped,
+            dropped: 0,
+        }
+    }
+
+    /// Whether `content` continues this row: the same head, stamped alike, and room left in
+    /// the `u32` offsets.
+    fn takes(&self, content: &ContentFrame<'_>) -> bool {
+        *self.head == *content.head
+            && self.stamped == content.timestamp.is_some()
+            && u32::try_from(self.deltas.len() + content.delta.len()).is_ok()
+    }
+
+    /// Appends `content`'s delta and timestamp; returns the bytes that takes.
+    fn push(&mut self, content: &ContentFrame<'_>) -> usize {
+        self.deltas.extend_from_slice(content.delta);
+        // `takes` checked the offset fits.
+        self.ends.push(self.deltas.len() as u32);
+        if let Some(timestamp) = content.timestamp {
+            self.stamps.push(timestamp);
+        }
+        Self::piece_bytes(content.delta.len(), content.timestamp.is_some())
+    }
+
+    fn piece_bytes(delta: usize, stamped: bool) -> usize {
+        delta + size_of::<u32>() + if stamped { size_of::<i64>() } else { 0 }
+    }
+
+    fn is_empty(&self) -> bool {
+        self.dropped == self.ends.len()
+    }
+
+    /// The frame at `index` (counting the dropped ones).
+    fn frame(&self, index: usize) -> ContentFrame<'_> {
+        let start = match index {
+            0 => 0,
+            _ => self.ends[index - 1] as usize,
+        };
+        ContentFrame {
+            head: &self.head,
+            delta: &self.deltas[start..self.ends[index] as usize],
+            timestamp: self.stamps.get(index).copied(),
+        }
+    }
+
+    /// Drops the first kept frame; returns the bytes it took. What it held goes once half the
+    /// row is dropped, so a row trimmed frame by frame costs amortized constant time.
+    fn drop_first(&mut self) -> usize {
+        let delta = self.frame(self.dropped).delta.len();
+        let bytes = Self::piece_bytes(delta, self.stamped);
+        self.dropped += 1;
+        if self.dropped * 2 >= self.ends.len() && !self.is_empty() {
+            self.compact();
+        }
+        bytes
+    }
+
+    /// Removes the dropped frames' deltas, offsets and timestamps.
+    fn compact(&mut self) {
+        let cut = self.ends[self.dropped - 1];
+        self.deltas.drain(..cut as usize);
+        self.ends.drain(..self.dropped);
+        for end in &mut self.ends {
+            *end -= cut;
+        }
+        if self.stamped {
+            self.stamps.drain(..self.dropped);
+        }
+        self.dropped = 0;
+    }
+
+    fn shrink(&mut self) {
+        self.deltas.shrink_to_fit();
+        self.ends.shrink_to_fit();
+        self.stamps.shrink_to_fit();
+    }
+}
+
+/// A read's frames: the first one as its slice, and once a second one joins, all of them
+/// copied into one buffer.
+#[derive(Debug, Default)]
+struct Chunk {
+    single: Option<Bytes>,
+    joined: BytesMut,
+    frames: u64,
+    len: usize,
+}
+
+impl Chunk {
+    /// Counts in a frame of `len` bytes; false when it would take the chunk past `max_bytes`
+    /// (never for the first frame).
+    fn take(&mut self, len: usize, max_bytes: usize) -> bool {
+        if self.frames > 0 && self.len + len > max_bytes {
+            return false;
+        }
+        self.frames += 1;
+        self.len += len;
+        true
+    }
+
+    fn push_frame(&mut self, frame: &Bytes) {
+        if self.frames == 1 {
+            self.single = Some(frame.clone());
+        } else {
+            self.out().extend_from_slice(frame);
+        }
+    }
+
+    /// The buffer a frame is written into, holding the frames before it.
+    fn out(&mut self) -> &mut BytesMut {
+        if self.joined.capacity() == 0 {
+            self.joined.reserve(self.len.max(256));
+        }
+        if let Some(single) = self.single.take() {
+            self.joined.extend_from_slice(&single);
+        }
+        &mut self.joined
+    }
+
+    fn finish(self) -> Read {
+        Read {
+            bytes: self.single.unwrap_or_else(|| self.joined.freeze()),
+            frames: self.frames,
+        }
+    }
+}
+
+/// Splits a batch on the blank line that ends each frame. serde_json escapes newlines inside
+/// strings, so `\n\n` only ever ends a frame.
+pub(super) fn split_frames(batch: Bytes) -> impl Iterator<Item = Bytes> {
+    // Built once: `memmem::find` builds a searcher on every call, and this runs per frame.
+    static FRAME_END: std::sync::LazyLock<memchr::memmem::Finder<'static>> =
+        std::sync::LazyLock::new(|| memchr::memmem::Finder::new(b"\n\n"));
+    let mut start = 0;
+    std::iter::from_fn(move || {
+        let rest = batch.get(start..)?;
+        let end = FRAME_END.find(rest)? + start + 2;
+        let frame = batch.slice(start..end);
+        start = end;
+        Some(frame)
+    })
+}
+
+#[cfg(test)]
+mod tests;

@@ -479,13 +479,7 @@ impl RunEncoder {
     fn write(&mut self, body: EventBody, out: &mut Vec<u8>) -> Result<(), EncodeError> {
         let timestamp = self.timestamps.then(now_millis);
         if let Some(prefix) = &self.id_prefix {
-            out.extend_from_slice(prefix);
-            out.extend_from_slice(
-                itoa::Buffer::new()
-                    .format(self.events_written + 1)
-                    .as_bytes(),
-            );
-            out.push(b'\n');
+            write_event_id(prefix, self.events_written + 1, out);
         }
         if !write_content_frame(&body, timestamp, out)? {
             let event = Event {
@@ -502,9 +496,47 @@ impl RunEncoder {
 }
 
 /// What starts the `id:` line of every frame of run `run_id` when frames carry event ids: the
-/// line is this, the event's seq, and `\n`.
+/// line is this, the event's seq, and `\n` ([`write_event_id`]).
 pub fn event_id_prefix(run_id: &str) -> Vec<u8> {
     format!("id: {run_id}:").into_bytes()
+}
+
+/// Writes the `id:` line of event `seq`, given its run's [`event_id_prefix`].
+pub fn write_event_id(prefix: &[u8], seq: u64, out: &mut impl BufMut) {
+    out.put_slice(prefix);
+    out.put_slice(itoa::Buffer::new().format(seq).as_bytes());
+    out.put_u8(b'\n');
+}
+
+/// The seq of a frame that starts with an `id:` line of `prefix`, and what follows the line;
+/// `None` when the frame has no such line.
+pub fn split_event_id<'f>(frame: &'f [u8], prefix: &[u8]) -> Option<(u64, &'f [u8])> {
+    let rest = frame.strip_prefix(prefix)?;
+    let end = memchr::memchr(b'\n', rest)?;
+    let seq = parse_integer(&rest[..end])?;
+    Some((u64::try_from(seq).ok()?, &rest[end + 1..]))
+}
+
+/// The integer `digits` spell exactly as itoa writes it (no sign but `-`, no leading zero,
+/// not `-0`), so that what is parsed writes back as the same bytes; at most 18 digits, which
+/// no overflow reaches and every timestamp and seq fits.
+fn parse_integer(digits: &[u8]) -> Option<i64> {
+    let (negative, digits) = match digits.split_first() {
+        Some((b'-', rest)) => (true, rest),
+        _ => (false, digits),
+    };
+    let canonical = match digits {
+        [] => false,
+        [b'0'] => !negative,
+        [first, ..] => *first != b'0' && digits.len() <= 18,
+    };
+    if !canonical || !digits.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    let value = digits
+        .iter()
+        .fold(0i64, |value, digit| value * 10 + i64::from(digit - b'0'));
+    Some(if negative { -value } else { value })
 }
 
 /// How each content event's frame starts, up to its id's value.
@@ -573,22 +605,34 @@ impl<'a> ContentFrame<'a> {
         let after_id = after_head
             .get(json_string_len(after_head)?..)?
             .strip_prefix(b",\"delta\":")?;
-        let delta_len = json_string_len(after_id)?;
-        let head = &data[..data.len() - after_id.len() + 1];
-        let delta = &after_id[1..delta_len - 1];
-        let tail = &after_id[delta_len..];
-        let timestamp = if tail == b"}\n\n" {
-            None
-        } else {
-            let digits = tail
-                .strip_prefix(b",\"timestamp\":")?
-                .strip_suffix(b"}\n\n")?;
-            let timestamp: i64 = std::str::from_utf8(digits).ok()?.parse().ok()?;
-            // `+1` or `01` would parse too, and not be written back the same.
-            if itoa::Buffer::new().format(timestamp).as_bytes() != digits {
-                return None;
+        let head_len = data.len() - after_id.len() + 1;
+        Self::parse_with_head(data, head_len)
+    }
+
+    /// [`ContentFrame::parse`] for a frame expected to continue a row of `head` (a head this
+    /// parser gave): `None` when `data` does not start with it. The head is compared rather than
+    /// read again.
+    pub fn parse_continuing(data: &'a [u8], head: &[u8]) -> Option<Self> {
+        if !data.starts_with(head) {
+            return None;
+        }
+        Self::parse_with_head(data, head.len())
+    }
+
+    /// The frame whose head (up to and including the delta's opening quote) is
+    /// `data[..head_len]`.
+    fn parse_with_head(data: &'a [u8], head_len: usize) -> Option<Self> {
+        let delta_len = json_string_len(data.get(head_len.checked_sub(1)?..)?)?;
+        let (head, rest) = data.split_at(head_len);
+        let (delta, tail) = rest.split_at(delta_len - 2);
+        let timestamp = match tail {
+            b"\"}\n\n" => None,
+            _ => {
+                let digits = tail
+                    .strip_prefix(b"\",\"timestamp\":")?
+                    .strip_suffix(b"}\n\n")?;
+                Some(parse_integer(digits)?)
             }
-            Some(timestamp)
         };
         Some(ContentFrame {
             head,

@@ -10,8 +10,8 @@ mod input;
 
 pub use capabilities::*;
 pub use encoder::{
-    event_id_prefix, now_millis, write_frame, ContentFrame, EncodeError, ProtocolVersion,
-    RunEncoder, KEEP_ALIVE_FRAME,
+    event_id_prefix, now_millis, split_event_id, write_event_id, write_frame, ContentFrame,
+    EncodeError, ProtocolVersion, RunEncoder, KEEP_ALIVE_FRAME,
 };
 pub use events::*;
 pub use input::*;

@@ -17,7 +17,7 @@ use std::collections::VecDeque;
 use bytes::{Bytes, BytesMut};
 
 use super::ReadError;
-use crate::protocol::ContentFrame;
+use crate::protocol::{split_event_id, write_event_id, ContentFrame};
 
 /// See the module docs.
 #[derive(Debug)]
@@ -139,7 +139,7 @@ impl Frames {
     /// Adds `frame` to the row the last entry is or starts with it, when both are content
     /// frames of one message or call; false when `frame` is to be kept as it is.
     fn extend_row(&mut self, frame: &[u8], seq: u64) -> bool {
-        let Some(content) = self.content(frame, seq) else {
+        let Some(data) = data_of(&self.id_prefix, frame, seq) else {
             return false;
         };
         let Some(last) = self.entries.back_mut() else {
@@ -147,19 +147,25 @@ impl Frames {
         };
         match &mut last.kept {
             Kept::Row(row) => {
+                let Some(content) = ContentFrame::parse_continuing(data, &row.head) else {
+                    return false;
+                };
                 if !row.takes(&content) {
                     return false;
                 }
                 self.bytes += row.push(&content);
             }
             Kept::Frame(previous) => {
-                let previous_seq = last.first_seq;
-                let Some(first) = content_of(&self.id_prefix, previous, previous_seq) else {
+                let Some(content) = ContentFrame::parse(data) else {
                     return false;
                 };
-                if first.head != content.head
-                    || first.timestamp.is_some() != content.timestamp.is_some()
-                {
+                let previous_seq = last.first_seq;
+                let Some(first) = data_of(&self.id_prefix, previous, previous_seq)
+                    .and_then(|data| ContentFrame::parse_continuing(data, content.head))
+                else {
+                    return false;
+                };
+                if first.timestamp.is_some() != content.timestamp.is_some() {
                     return false;
                 }
                 let mut row = Row::new(first.head, first.timestamp.is_some());
@@ -169,10 +175,6 @@ impl Frames {
             }
         }
         true
-    }
-
-    fn content<'f>(&self, frame: &'f [u8], seq: u64) -> Option<ContentFrame<'f>> {
-        content_of(&self.id_prefix, frame, seq)
     }
 
     /// Drops frames from the front until at most `max_frames` and `max_bytes` are kept (the
@@ -253,7 +255,7 @@ impl Frames {
                             return Ok(chunk.finish());
                         }
                         let out = chunk.out();
-                        self.write_id_line(seq, out);
+                        write_event_id(&self.id_prefix, seq, out);
                         frame.write(out);
                     }
                 }
@@ -265,22 +267,12 @@ impl Frames {
     fn id_line_len(&self, seq: u64) -> usize {
         self.id_prefix.len() + itoa::Buffer::new().format(seq).len() + 1
     }
-
-    fn write_id_line(&self, seq: u64, out: &mut BytesMut) {
-        out.extend_from_slice(&self.id_prefix);
-        out.extend_from_slice(itoa::Buffer::new().format(seq).as_bytes());
-        out.extend_from_slice(b"\n");
-    }
 }
 
-/// The content frame `frame` is, when it is one and starts with exactly the `id:` line of
-/// `seq`.
-fn content_of<'f>(id_prefix: &[u8], frame: &'f [u8], seq: u64) -> Option<ContentFrame<'f>> {
-    let data = frame
-        .strip_prefix(id_prefix)?
-        .strip_prefix(itoa::Buffer::new().format(seq).as_bytes())?
-        .strip_prefix(b"\n")?;
-    ContentFrame::parse(data)
+/// What follows the `id:` line of `frame`, when it is the line of `seq`.
+fn data_of<'f>(id_prefix: &[u8], frame: &'f [u8], seq: u64) -> Option<&'f [u8]> {
+    let (frame_seq, data) = split_event_id(frame, id_prefix)?;
+    (frame_seq == seq).then_some(data)
 }
 
 impl Row {
@@ -295,11 +287,10 @@ impl Row {
         }
     }
 
-    /// Whether `content` continues this row: the same head, stamped alike, and room left in
-    /// the `u32` offsets.
+    /// Whether `content`, of this row's head, continues it: stamped alike, and room left in the
+    /// `u32` offsets.
     fn takes(&self, content: &ContentFrame<'_>) -> bool {
-        *self.head == *content.head
-            && self.stamped == content.timestamp.is_some()
+        self.stamped == content.timestamp.is_some()
             && u32::try_from(self.deltas.len() + content.delta.len()).is_ok()
     }
 

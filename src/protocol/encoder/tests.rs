@@ -356,6 +356,14 @@ fn content_frames_come_apart_and_write_back_byte_for_byte() {
                 parts.write(&mut written);
                 assert_eq!(written, frame);
                 assert_eq!(parts.encoded_len(), frame.len());
+                assert_eq!(
+                    ContentFrame::parse_continuing(&frame, parts.head),
+                    Some(parts)
+                );
+                let other_call =
+                    b"data: {\"type\":\"TOOL_CALL_ARGS\",\"toolCallId\":\"other\",\"delta\":\"";
+                assert_eq!(ContentFrame::parse_continuing(&frame, other_call), None);
+                assert_eq!(ContentFrame::parse_continuing(&frame, b""), None);
             }
         }
     }
@@ -366,6 +374,9 @@ fn content_frames_come_apart_and_write_back_byte_for_byte() {
         b"data: {\"type\":\"TEXT_MESSAGE_CONTENT\",\"messageId\":\"m\",\"delta\":\"a\",\"subagentRunId\":\"s\"}\n\n".to_vec(),
         b"data: {\"type\":\"TEXT_MESSAGE_CONTENT\",\"messageId\":\"m\",\"delta\":\"a\",\"timestamp\":+1}\n\n".to_vec(),
         b"data: {\"type\":\"TEXT_MESSAGE_CONTENT\",\"messageId\":\"m\",\"delta\":\"a\",\"timestamp\":01}\n\n".to_vec(),
+        b"data: {\"type\":\"TEXT_MESSAGE_CONTENT\",\"messageId\":\"m\",\"delta\":\"a\",\"timestamp\":-0}\n\n".to_vec(),
+        b"data: {\"type\":\"TEXT_MESSAGE_CONTENT\",\"messageId\":\"m\",\"delta\":\"a\",\"timestamp\":1e3}\n\n".to_vec(),
+        b"data: {\"type\":\"TEXT_MESSAGE_CONTENT\",\"messageId\":\"m\",\"delta\":\"a\",\"timestamp\":}\n\n".to_vec(),
         b"data: {\"type\":\"TEXT_MESSAGE_CONTENT\",\"messageId\":\"m\",\"delta\":\"a\"}\n".to_vec(),
         b"data: {\"type\":\"TEXT_MESSAGE_CONTENT\",\"messageId\":\"m\",\"delta\":\"a\\\"}\n\n".to_vec(),
         b"data: {\"type\":\"TEXT_MESSAGE_CONTENT\",\"messageId\":\"m\"}\n\n".to_vec(),
@@ -377,6 +388,32 @@ fn content_frames_come_apart_and_write_back_byte_for_byte() {
             "{}",
             String::from_utf8_lossy(&frame)
         );
+    }
+}
+
+/// An `id:` line comes apart into the seq it was written with; a line of another run, or one
+/// whose seq would not be written back the same, does not.
+#[test]
+fn event_id_lines_come_apart_into_their_seq() {
+    let prefix = event_id_prefix("run:1");
+    for seq in [1, 9, 10, 12_345, 999_999_999_999_999_999] {
+        let mut frame = Vec::new();
+        write_event_id(&prefix, seq, &mut frame);
+        frame.extend_from_slice(b"data: {}\n\n");
+        assert_eq!(
+            split_event_id(&frame, &prefix),
+            Some((seq, &b"data: {}\n\n"[..]))
+        );
+    }
+    for line in [
+        "id: run:1:07\n",
+        "id: run:1:-1\n",
+        "id: run:1:\n",
+        "id: run:1:1 \n",
+        "id: run:2:1\n",
+        "id: run:1:1",
+    ] {
+        assert_eq!(split_event_id(line.as_bytes(), &prefix), None, "{line:?}");
     }
 }
 

@@ -3,9 +3,8 @@
 //! run. The log is bounded (runs, frames and bytes per run, bytes in all) and forgets a run
 //! some minutes after its terminal event; a cursor older than what is kept is an explicit
 //! [`ReadError::CursorExpired`], never a silent restart. `frames` keeps each run's frames:
-//! content frames in a row as their deltas, the others as slices of the batch the pump wrote.
-//! With Redis, `redis` shares each run's log with every replica; a [`Reader`] reads either log
-//! the same way.
+//! content frames in a row as their deltas, the others as their bytes. With Redis, `redis`
+//! shares each run's log with every replica; a [`Reader`] reads either log the same way.
 
 mod follow;
 mod frames;
@@ -392,7 +391,8 @@ pub fn parse_cursor(run_id: &str, last_event_id: &str) -> Option<u64> {
     if seq.is_empty() || !seq.bytes().all(|b| b.is_ascii_digit()) {
         return None;
     }
-    seq.parse().ok()
+    // No run reaches the last seq, and reading after it would overflow.
+    seq.parse().ok().filter(|seq| *seq < u64::MAX)
 }
 
 /// A poisoned lock only means a panic elsewhere mid-update of plain data; the data is still

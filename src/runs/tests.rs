@@ -52,6 +52,12 @@ fn cursors_must_name_this_run() {
     assert_eq!(parse_cursor("r", "r:"), None);
     assert_eq!(parse_cursor("r", "r:+7"), None);
     assert_eq!(parse_cursor("r:1", "r:1:2"), Some(2));
+    assert_eq!(
+        parse_cursor("r", &format!("r:{}", u64::MAX - 1)),
+        Some(u64::MAX - 1)
+    );
+    assert_eq!(parse_cursor("r", &format!("r:{}", u64::MAX)), None);
+    assert_eq!(parse_cursor("r", "r:18446744073709551616"), None);
 }
 
 #[tokio::test]

@@ -69,6 +69,7 @@ struct Row {
     ends: Vec<u32>,
     /// Each frame's timestamp, when the row's frames carry one.
     stamps: Vec<i64>,
+    /// Whether they do: a run's frames all carry one, or none does.
     stamped: bool,
     /// Frames dropped from the front by the log's bounds and not yet compacted away.
     dropped: usize,

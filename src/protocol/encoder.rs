@@ -575,13 +575,19 @@ fn write_content_frame(
     Ok(true)
 }
 
+/// What a content frame's timestamp, when it has one, follows its delta with.
+const TIMESTAMP_FIELD: &[u8] = b",\"timestamp\":";
+
+/// What ends a content frame.
+const CONTENT_END: &[u8] = b"}\n\n";
+
 /// What follows a content frame's delta: its timestamp, if it has one, and the frame's end.
 fn write_content_tail(timestamp: Option<i64>, out: &mut impl BufMut) {
     if let Some(timestamp) = timestamp {
-        out.put_slice(b",\"timestamp\":");
+        out.put_slice(TIMESTAMP_FIELD);
         out.put_slice(itoa::Buffer::new().format(timestamp).as_bytes());
     }
-    out.put_slice(b"}\n\n");
+    out.put_slice(CONTENT_END);
 }
 
 /// A content frame (without its `id:` line) taken apart: `head` is all it shares with the
@@ -625,28 +631,21 @@ impl<'a> ContentFrame<'a> {
         let delta_len = json_string_len(data.get(head_len.checked_sub(1)?..)?)?;
         let (head, rest) = data.split_at(head_len);
         let (delta, tail) = rest.split_at(delta_len - 2);
-        let timestamp = match tail {
-            b"\"}\n\n" => None,
-            _ => {
-                let digits = tail
-                    .strip_prefix(b"\",\"timestamp\":")?
-                    .strip_suffix(b"}\n\n")?;
-                Some(parse_integer(digits)?)
-            }
+        // After the delta's closing quote.
+        let tail = &tail[1..];
+        let timestamp = if tail == CONTENT_END {
+            None
+        } else {
+            let digits = tail
+                .strip_prefix(TIMESTAMP_FIELD)?
+                .strip_suffix(CONTENT_END)?;
+            Some(parse_integer(digits)?)
         };
         Some(ContentFrame {
             head,
             delta,
             timestamp,
         })
-    }
-
-    /// How many bytes [`ContentFrame::write`] writes.
-    pub fn encoded_len(&self) -> usize {
-        let stamp = self.timestamp.map_or(0, |timestamp| {
-            b",\"timestamp\":".len() + itoa::Buffer::new().format(timestamp).len()
-        });
-        self.head.len() + self.delta.len() + 1 + stamp + b"}\n\n".len()
     }
 
     /// Writes the frame back, exactly as it was parsed.

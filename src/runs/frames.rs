@@ -115,8 +115,8 @@ impl Frames {
     /// Appends a batch as the pump wrote it (whole frames); returns how many frames it held.
     pub(super) fn append(&mut self, batch: Bytes) -> u64 {
         let first_seq = self.next_seq;
-        for frame in split_frames(batch.clone()) {
-            self.push(&frame);
+        for frame in frame_ranges(&batch) {
+            self.push(&batch[frame]);
         }
         let appended = self.next_seq - first_seq;
         // Whole frames only, so that it reads as the frames kept do.
@@ -180,20 +180,18 @@ impl Frames {
                 let Some(content) = ContentFrame::parse(data) else {
                     return false;
                 };
-                if u32::try_from(previous.len() + data.len()).is_err() {
-                    return false;
-                }
                 let previous_seq = last.first_seq;
                 let Some(first) = data_of(&self.id_prefix, previous, previous_seq)
                     .and_then(|data| ContentFrame::parse_continuing(data, content.head))
                 else {
                     return false;
                 };
-                if first.timestamp.is_some() != content.timestamp.is_some() {
+                let mut row = Row::new(first.head, first.timestamp.is_some());
+                let mut added = row.push(&first) + row.head.len();
+                if !row.takes(&content) {
                     return false;
                 }
-                let mut row = Row::new(first.head, first.timestamp.is_some());
-                let added = row.push(&first) + row.push(&content) + row.head.len();
+                added += row.push(&content);
                 self.bytes = self.bytes - previous.len() + added;
                 last.kept = Kept::Row(Box::new(row));
             }
@@ -270,37 +268,31 @@ impl Frames {
             .entries
             .partition_point(|entry| entry.first_seq <= from)
             - 1;
-        let mut chunk = Chunk::default();
+        let mut chunk = Chunk::new(max_bytes);
         for entry in self.entries.range(at..) {
             match &entry.kept {
                 Kept::Frame(frame) => {
-                    if !chunk.take(frame.len(), max_bytes) {
+                    if !chunk.push_frame(frame) {
                         break;
                     }
-                    chunk.push_frame(frame);
                 }
                 Kept::Row(row) => {
                     let skip = from.saturating_sub(entry.first_seq) as usize;
                     for (index, seq) in
                         (row.dropped + skip..row.ends.len()).zip(entry.first_seq + skip as u64..)
                     {
-                        let frame = row.frame(index);
-                        let len = self.id_line_len(seq) + frame.encoded_len();
-                        if !chunk.take(len, max_bytes) {
+                        let written = chunk.write_frame(|out| {
+                            write_event_id(&self.id_prefix, seq, out);
+                            row.frame(index).write(out);
+                        });
+                        if !written {
                             return Ok(chunk.finish());
                         }
-                        let out = chunk.out();
-                        write_event_id(&self.id_prefix, seq, out);
-                        frame.write(out);
                     }
                 }
             }
         }
         Ok(chunk.finish())
-    }
-
-    fn id_line_len(&self, seq: u64) -> usize {
-        self.id_prefix.len() + itoa::Buffer::new().format(seq).len() + 1
     }
 }
 
@@ -332,7 +324,7 @@ impl Row {
     /// Appends `content`'s delta and timestamp; returns the bytes that takes.
     fn push(&mut self, content: &ContentFrame<'_>) -> usize {
         self.deltas.extend_from_slice(content.delta);
-        // `takes` checked the offset fits.
+        // `takes` checked the offset fits (a row's first delta is one frame's, far below it).
         self.ends.push(self.deltas.len() as u32);
         if let Some(timestamp) = content.timestamp {
             self.stamps.push(timestamp);
@@ -397,45 +389,57 @@ impl Row {
     }
 }
 
-/// A read's frames: the first one as its slice, and once a second one joins, all of them
-/// copied into one buffer.
-#[derive(Debug, Default)]
+/// A read's frames, at most `max_bytes` of them but at least one: the first one as its slice
+/// when it is a kept frame, and once another joins, all of them copied into one buffer.
+#[derive(Debug)]
 struct Chunk {
     single: Option<Bytes>,
     joined: BytesMut,
     frames: u64,
-    len: usize,
+    max_bytes: usize,
 }
 
 impl Chunk {
-    /// Counts in a frame of `len` bytes; false when it would take the chunk past `max_bytes`
-    /// (never for the first frame).
-    fn take(&mut self, len: usize, max_bytes: usize) -> bool {
-        if self.frames > 0 && self.len + len > max_bytes {
-            return false;
+    fn new(max_bytes: usize) -> Self {
+        Chunk {
+            single: None,
+            joined: BytesMut::new(),
+            frames: 0,
+            max_bytes,
         }
-        self.frames += 1;
-        self.len += len;
-        true
     }
 
-    fn push_frame(&mut self, frame: &Bytes) {
-        if self.frames == 1 {
+    fn len(&self) -> usize {
+        self.single.as_ref().map_or(self.joined.len(), Bytes::len)
+    }
+
+    /// Adds a kept frame; false, adding nothing, when it would take the chunk past
+    /// `max_bytes`.
+    fn push_frame(&mut self, frame: &Bytes) -> bool {
+        if self.frames == 0 {
             self.single = Some(frame.clone());
-        } else {
-            self.out().extend_from_slice(frame);
+            self.frames = 1;
+            return true;
         }
+        self.len() + frame.len() <= self.max_bytes
+            && self.write_frame(|out| out.extend_from_slice(frame))
     }
 
-    /// The buffer a frame is written into, holding the frames before it.
-    fn out(&mut self) -> &mut BytesMut {
-        if self.joined.capacity() == 0 {
-            self.joined.reserve(self.len.max(256));
-        }
+    /// Adds the frame `write` writes; false, keeping none of it, when it takes the chunk past
+    /// `max_bytes` (never the first frame). Written before it is measured: only a read that
+    /// fills its chunk writes one frame in vain.
+    fn write_frame(&mut self, write: impl FnOnce(&mut BytesMut)) -> bool {
+        let before = self.len();
         if let Some(single) = self.single.take() {
             self.joined.extend_from_slice(&single);
         }
-        &mut self.joined
+        write(&mut self.joined);
+        if self.frames > 0 && self.joined.len() > self.max_bytes {
+            self.joined.truncate(before);
+            return false;
+        }
+        self.frames += 1;
+        true
     }
 
     fn finish(self) -> Read {
@@ -446,20 +450,35 @@ impl Chunk {
     }
 }
 
-/// Splits a batch on the blank line that ends each frame. serde_json escapes newlines inside
-/// strings, so `\n\n` only ever ends a frame.
+/// Splits a batch into its frames, as slices of it.
 pub(super) fn split_frames(batch: Bytes) -> impl Iterator<Item = Bytes> {
-    // Built once: `memmem::find` builds a searcher on every call, and this runs per frame.
-    static FRAME_END: std::sync::LazyLock<memchr::memmem::Finder<'static>> =
-        std::sync::LazyLock::new(|| memchr::memmem::Finder::new(b"\n\n"));
     let mut start = 0;
     std::iter::from_fn(move || {
-        let rest = batch.get(start..)?;
-        let end = FRAME_END.find(rest)? + start + 2;
+        let end = frame_end(&batch, start)?;
         let frame = batch.slice(start..end);
         start = end;
         Some(frame)
     })
+}
+
+/// Where each frame of `batch` is.
+fn frame_ranges(batch: &[u8]) -> impl Iterator<Item = std::ops::Range<usize>> + '_ {
+    let mut start = 0;
+    std::iter::from_fn(move || {
+        let end = frame_end(batch, start)?;
+        let frame = start..end;
+        start = end;
+        Some(frame)
+    })
+}
+
+/// The end of the frame of `batch` that starts at `start`: past the blank line that ends each
+/// frame. serde_json escapes newlines inside strings, so `\n\n` only ever ends a frame.
+fn frame_end(batch: &[u8], start: usize) -> Option<usize> {
+    // Built once: `memmem::find` builds a searcher on every call, and this runs per frame.
+    static FRAME_END: std::sync::LazyLock<memchr::memmem::Finder<'static>> =
+        std::sync::LazyLock::new(|| memchr::memmem::Finder::new(b"\n\n"));
+    Some(FRAME_END.find(batch.get(start..)?)? + start + 2)
 }
 
 #[cfg(test)]

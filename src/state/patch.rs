@@ -15,10 +15,13 @@ use serde_json::Value;
 
 /// Applies `patch` to `doc`, all or nothing, exactly as `json_patch::patch` does.
 pub fn apply(doc: &mut Value, patch: &[PatchOperation]) -> Result<(), PatchError> {
+    // What undoes each operation applied so far but the last: once the last one applied, the
+    // patch has, so a patch of one operation (one per fragment at a model's pace) keeps none.
     let mut applied = Vec::new();
-    for operation in patch {
+    for (at, operation) in patch.iter().enumerate() {
         match apply_simple(doc, operation) {
-            Some(undo) => applied.push((operation, undo)),
+            Some(undo) if at + 1 < patch.len() => applied.push((operation, undo)),
+            Some(_) => {}
             None => {
                 for (operation, undo) in applied.into_iter().rev() {
                     revert(doc, operation, undo);

@@ -18,7 +18,7 @@ use crate::protocol::{
     ReasoningCapabilities, StateCapabilities, Tool, ToolsCapabilities, TransportCapabilities,
 };
 use crate::settings::{
-    AgentSettings, ApprovalPolicySetting, FixedApproval, Settings, ToolKindSettings,
+    AgentSettings, ApprovalPolicySetting, FixedApproval, OnDisconnect, Settings, ToolKindSettings,
 };
 use crate::text::truncate_chars;
 
@@ -64,13 +64,21 @@ impl Discovery {
         let run_deadline_secs = settings.server.limits.run_deadline_secs;
         // Runs are logged for reconnects exactly when there is a thread store (`http::runs`).
         let resumable = settings.threads.store != crate::settings::ThreadStoreKind::Off;
+        let disconnect = on_disconnect(settings.runs.on_disconnect, resumable);
         let capabilities = settings
             .agents
             .iter()
             .map(|(name, agent)| {
                 let extra = extra_tools.get(name).map(Vec::as_slice).unwrap_or_default();
-                let capabilities =
+                let mut capabilities =
                     agent_capabilities(name, agent, extra, run_deadline_secs, resumable);
+                let custom = capabilities.custom.get_or_insert_with(Map::new);
+                if let Value::Object(ours) = custom
+                    .entry(CUSTOM_KEY.to_owned())
+                    .or_insert_with(|| Value::Object(Map::new()))
+                {
+                    ours.insert("onDisconnect".into(), disconnect.clone());
+                }
                 (name.clone(), capabilities)
             })
             .collect();
@@ -232,6 +240,21 @@ fn human_in_the_loop(agent: &AgentSettings) -> HumanInTheLoopCapabilities {
 
 /// What AG-UI has no field for: the state schema, the predictive state keys and the tools that
 /// wait for approval, under `custom["agui-host"]`.
+/// What a run does when its client disconnects, and how a request asks otherwise:
+/// `{"default": "cancel" | "continue", "requestHeader"?, "forwardedProp"?}`.
+fn on_disconnect(policy: OnDisconnect, resumable: bool) -> Value {
+    match (policy, resumable) {
+        (OnDisconnect::Continue, true) => json!({"default": "continue"}),
+        (OnDisconnect::Auto, true) => json!({
+            "default": "cancel",
+            "requestHeader": "X-AGUI-On-Disconnect: continue",
+            "forwardedProp": "aguiHost.onDisconnect = \"continue\"",
+        }),
+        // Without a log nothing could resume the run: it always ends with its connection.
+        _ => json!({"default": "cancel"}),
+    }
+}
+
 fn custom(agent: &AgentSettings) -> Option<Map<String, Value>> {
     let mut ours = Map::new();
     if let Some(schema) = &agent.state.schema {

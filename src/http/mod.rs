@@ -52,7 +52,7 @@ pub use limits::{RunLimits, Shutdown};
 pub use metrics::Metrics;
 pub use ops::{McpDown, McpReport, Readiness};
 pub use run::StreamBufferLimits;
-pub use runs::Resumable;
+pub use runs::{Resumable, ON_DISCONNECT_HEADER};
 pub use serve::serve;
 
 /// The request-id header: accepted from the client (or a proxy) or generated, and returned.

@@ -91,9 +91,14 @@ async fn run_agent(
     let input = decode::decode_run_input(&bytes, &state.input_limits)?;
     // After validation, so a malformed request is told so even when the server is full.
     let permit = state.limits.try_acquire()?;
-    let mut request = RunRequest::from(input);
+    let request = RunRequest::from(input);
+    // The run id is reserved first, so a retry of a live run is told so before it touches the
+    // thread; every refusal after this gives it back.
     let log = super::runs::open(&state, agent_name, scope.as_deref(), &request.run_id).await?;
-    let prepared = threads::prepare(&state, agent_name, scope, &mut request).await?;
+    let continues = state
+        .runs
+        .as_deref()
+        .is_some_and(|resumable| resumable.continues(headers, request.forwarded_props.as_ref()));
     let span = genai::run_span(agent_name, &request.thread_id, &request.run_id);
     // Before the span is first entered: a started span keeps the trace it began in.
     telemetry::continue_trace(&span, headers);
@@ -102,17 +107,18 @@ async fn run_agent(
         request.thread_id.clone(),
         request.run_id.clone(),
     );
-    let run = |request| {
-        span.in_scope(|| agent.run(request))
-            .inspect_err(|refused| genai::record_run_outcome(&span, refused.code(), true))
-    };
     if log.is_some() {
         encoder = encoder.with_event_ids();
     }
-    let (updates, thread) = match prepared {
-        Prepared::Stateless => (run(request)?, None),
-        Prepared::Hydrate(updates) => (updates, None),
-        Prepared::Run(thread) => (run(request)?, Some(thread)),
+    let started = start(&state, agent.as_ref(), agent_name, scope, request, &span).await;
+    let (updates, thread) = match started {
+        Ok(started) => started,
+        Err(refused) => {
+            if let Some(log) = log {
+                log.discard().await;
+            }
+            return Err(refused);
+        }
     };
     let pump = Pump {
         lease_lost: thread.as_ref().map(|thread| thread.lost()),
@@ -134,10 +140,32 @@ async fn run_agent(
         frames: BytesMut::new(),
     };
     let body = match log {
-        Some(log) => super::runs::drive(&state, log, pump, span),
+        Some(log) => super::runs::drive(&state, log, pump, span, continues),
         None => outbox::spawn(pump, span, state.stream_buffer),
     };
     Ok(sse_response(body))
+}
+
+/// Takes the request's thread (hydrate, or lease and history check) and starts the agent: the
+/// steps that may still refuse the run with a 4xx.
+async fn start(
+    state: &AppState,
+    agent: &dyn crate::agent::Agent,
+    agent_name: &str,
+    scope: Option<String>,
+    mut request: RunRequest,
+    span: &tracing::Span,
+) -> Result<(AgentStream, Option<Box<ThreadRun>>), ApiError> {
+    let prepared = threads::prepare(state, agent_name, scope, &mut request).await?;
+    let run = |request: RunRequest| {
+        span.in_scope(|| agent.run(request))
+            .inspect_err(|refused| genai::record_run_outcome(span, refused.code(), true))
+    };
+    Ok(match prepared {
+        Prepared::Stateless => (run(request)?, None),
+        Prepared::Hydrate(updates) => (updates, None),
+        Prepared::Run(thread) => (run(request)?, Some(thread)),
+    })
 }
 
 /// A response streaming `body` as server-sent events, never cached or buffered on the way.

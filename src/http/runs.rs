@@ -20,7 +20,7 @@ use axum::response::{IntoResponse, Response};
 use axum::{Extension, Json};
 use futures_util::stream;
 use serde::Deserialize;
-use serde_json::json;
+use serde_json::{json, Value};
 use tracing::Instrument;
 
 use super::auth::Principal;
@@ -30,19 +30,31 @@ use crate::protocol::{write_frame, Event, EventBody, RunError, KEEP_ALIVE_FRAME}
 use crate::runs::redis::{
     Presence, RunKeys, SharedError, SharedLimits, SharedRun, SharedRuns, SharedWriter,
 };
-use crate::runs::{parse_cursor, LogLimits, Next, OpenError, ReadError, Reader, RunLog, RunLogs};
+use crate::runs::{
+    parse_cursor, LogLimits, Next, OpenError, ReadError, Reader, ReaderRefusal, ReaderSlot,
+    ReaderSlots, RunLog, RunLogs,
+};
 use crate::settings::{OnDisconnect, Settings, ThreadStoreKind};
 use crate::threads::StoreError;
 
 /// How often a run with no reader here asks whether a reader elsewhere is still attached.
 const PRESENCE_POLL: Duration = Duration::from_secs(1);
 
+/// The request header by which a client asks its run to go on after a disconnect (`continue`),
+/// for a reconnect to pick up; `forwardedProps.aguiHost.onDisconnect` says the same from a
+/// client that cannot set headers.
+pub const ON_DISCONNECT_HEADER: &str = "x-agui-on-disconnect";
+
 /// The run log and what a disconnect does, shared by every handler.
 #[derive(Debug)]
 pub struct Resumable {
     logs: Arc<RunLogs>,
-    /// How long a run goes on with no reader: zero for `cancel`.
+    /// What a disconnect does, unless the request asks (see [`Resumable::continues`]).
+    on_disconnect: OnDisconnect,
+    /// How long a run that goes on after a disconnect waits for a reader.
     grace: Duration,
+    /// The caps on reconnect readers (`runs.max_readers_per_run`, `runs.max_readers`).
+    readers: ReaderSlots,
     /// The log shared by replicas, with `threads.store = "redis"`.
     shared: Option<SharedRuns>,
 }
@@ -53,12 +65,6 @@ impl Resumable {
     /// # Errors
     /// With the Redis store: Redis cannot be reached or its URL is malformed.
     pub async fn from_settings(settings: &Settings) -> Result<Option<Arc<Self>>, StoreError> {
-        let grace = match settings.runs.on_disconnect {
-            OnDisconnect::Cancel => Duration::ZERO,
-            OnDisconnect::Continue | OnDisconnect::Auto => {
-                Duration::from_secs(settings.runs.reconnect_grace_secs)
-            }
-        };
         let shared = match settings.threads.store {
             ThreadStoreKind::Off => return Ok(None),
             ThreadStoreKind::Memory => None,
@@ -68,10 +74,37 @@ impl Resumable {
         logs.sweep_in_background();
         Ok(Some(Arc::new(Resumable {
             logs,
-            grace,
+            on_disconnect: settings.runs.on_disconnect,
+            grace: Duration::from_secs(settings.runs.reconnect_grace_secs),
+            readers: ReaderSlots::new(settings.runs.max_readers_per_run, settings.runs.max_readers),
             shared,
         })))
     }
+
+    /// Whether a run goes on after its client disconnects: by default only when the request
+    /// asked for it, since a standard client stops a run by closing its connection (its stop
+    /// button, `abortRun()`), and going on would bill a model for an answer the user stopped.
+    pub fn continues(&self, headers: &HeaderMap, forwarded_props: Option<&Value>) -> bool {
+        match self.on_disconnect {
+            OnDisconnect::Cancel => false,
+            OnDisconnect::Continue => true,
+            OnDisconnect::Auto => asks_to_continue(headers, forwarded_props),
+        }
+    }
+}
+
+/// Whether the request asks for its run to go on after a disconnect: the header, or
+/// `forwardedProps.aguiHost.onDisconnect`, is `continue`.
+fn asks_to_continue(headers: &HeaderMap, forwarded_props: Option<&Value>) -> bool {
+    let says_continue = |value: &str| value.trim().eq_ignore_ascii_case("continue");
+    if let Some(value) = headers.get(ON_DISCONNECT_HEADER) {
+        return value.to_str().is_ok_and(says_continue);
+    }
+    forwarded_props
+        .and_then(|props| props.get("aguiHost"))
+        .and_then(|host| host.get("onDisconnect"))
+        .and_then(Value::as_str)
+        .is_some_and(says_continue)
 }
 
 /// The shared log on a connection of its own: a busy run log never queues behind threads.
@@ -111,16 +144,42 @@ fn lost_frame(run_id: &str, seq: u64) -> Bytes {
     Bytes::from(out)
 }
 
-/// A new run's logs: this process's, and the shared one with Redis.
+/// A new run's logs: this process's, and the shared one with Redis. Until the run is driven
+/// its run id is only reserved: a refused request gives it back ([`LoggedRun::discard`], or
+/// dropping it), so a refusal leaves no run behind that a retry, a reconnect or a stop would
+/// meet.
 pub(super) struct LoggedRun {
     log: Arc<RunLog>,
     shared: Option<SharedWriter>,
+    /// The index to give the run id back to; `None` once the run is driven.
+    reserved_in: Option<Arc<RunLogs>>,
 }
 
 impl LoggedRun {
     /// The token that stops the run.
     pub(super) fn stop_token(&self) -> tokio_util::sync::CancellationToken {
         self.log.stop_token()
+    }
+
+    /// Gives the run id back, here and in Redis, before the refusal is answered: a retry
+    /// right after it runs.
+    pub(super) async fn discard(mut self) {
+        if let Some(logs) = self.reserved_in.take() {
+            logs.discard(&self.log);
+        }
+        if let Some(shared) = self.shared.take() {
+            shared.abandon().await;
+        }
+    }
+}
+
+impl Drop for LoggedRun {
+    /// A request dropped before its run was driven (its client left while the request was
+    /// being admitted). The shared log's claim goes with its writer.
+    fn drop(&mut self) {
+        if let Some(logs) = self.reserved_in.take() {
+            logs.discard(&self.log);
+        }
     }
 }
 
@@ -149,8 +208,17 @@ pub(super) async fn open(
         None => None,
     };
     match resumable.logs.open_with_stop(run_id, agent, scope, stop) {
-        Ok(log) => Ok(Some(LoggedRun { log, shared })),
-        Err(OpenError::InProgress) => Err(in_progress()),
+        Ok(log) => Ok(Some(LoggedRun {
+            log,
+            shared,
+            reserved_in: Some(Arc::clone(&resumable.logs)),
+        })),
+        Err(OpenError::InProgress) => {
+            if let Some(shared) = shared {
+                shared.abandon().await;
+            }
+            Err(in_progress())
+        }
     }
 }
 
@@ -181,9 +249,22 @@ fn shared_error(error: SharedError) -> ApiError {
 }
 
 /// Starts the task that drives a logged run and answers with the first reader of its log.
-pub(super) fn drive(state: &AppState, run: LoggedRun, pump: Pump, span: tracing::Span) -> Body {
-    let grace = state.runs.as_deref().map_or(Duration::ZERO, |r| r.grace);
-    let LoggedRun { log, shared } = run;
+/// `continues`: the run goes on after its client disconnects (see [`Resumable::continues`]);
+/// otherwise it is stopped as soon as its last reader is gone.
+pub(super) fn drive(
+    state: &AppState,
+    mut run: LoggedRun,
+    pump: Pump,
+    span: tracing::Span,
+    continues: bool,
+) -> Body {
+    let grace = match state.runs.as_deref() {
+        Some(resumable) if continues => resumable.grace,
+        _ => Duration::ZERO,
+    };
+    run.reserved_in = None;
+    let log = Arc::clone(&run.log);
+    let shared = run.shared.take();
     // Attached before the driver starts, so the run never looks abandoned at its start.
     let first_reader = log.follow(0);
     state
@@ -191,7 +272,7 @@ pub(super) fn drive(state: &AppState, run: LoggedRun, pump: Pump, span: tracing:
         .tasks()
         .spawn(drive_run(log, pump, grace, shared).instrument(span));
     match first_reader {
-        Ok(follower) => reader_body(Reader::Local(follower), state.keep_alive),
+        Ok(follower) => reader_body(Reader::Local(follower), None, state.keep_alive),
         // A new log starts at 0; should that ever change, fail the connection, not the run.
         Err(_) => Body::from_stream(stream::once(async {
             Err::<Bytes, _>(std::io::Error::other("run log unavailable"))
@@ -262,8 +343,10 @@ impl Drop for BreakOffOnDrop {
 /// An SSE body that reads the log: frames as they come, keep-alives while idle. A log that
 /// breaks off, or a reader left behind by the log's bounds, fails the connection rather than
 /// ending it cleanly without a terminal event; the client reconnects and is told why.
-fn reader_body(reader: Reader, keep_alive: Duration) -> Body {
-    let chunks = stream::unfold(reader, move |mut follower| async move {
+///
+/// A reconnect's `slot` is its place under the reader caps, held as long as the body.
+fn reader_body(reader: Reader, slot: Option<ReaderSlot>, keep_alive: Duration) -> Body {
+    let chunks = stream::unfold((reader, slot), move |(mut follower, slot)| async move {
         let chunk = match follower.next(keep_alive).await? {
             Next::Frames { bytes, .. } => Ok(bytes),
             Next::Idle => Ok(Bytes::from_static(KEEP_ALIVE_FRAME)),
@@ -273,7 +356,7 @@ fn reader_body(reader: Reader, keep_alive: Duration) -> Body {
             Next::Expired => Err(std::io::Error::other("the reader fell behind the run log")),
             Next::Unavailable => Err(std::io::Error::other("the run log is unavailable")),
         };
-        Some((chunk, follower))
+        Some((chunk, (follower, slot)))
     });
     Body::from_stream(chunks)
 }
@@ -302,13 +385,35 @@ pub(super) async fn run_events(
         None | Some("") => 0,
         Some(id) => parse_cursor(&run_id, id).ok_or_else(invalid_cursor)?,
     };
+    let readers = state.runs.as_deref().map(|resumable| &resumable.readers);
+    let run_key = match &found {
+        Found::Local(log) => RunLogs::key_of(log),
+        Found::Shared(_, run) => run.key().to_owned(),
+    };
+    let slot = readers
+        .map(|readers| readers.acquire(&run_key))
+        .transpose()
+        .map_err(readers_full)?;
     let reader = match found {
         Found::Local(log) => Reader::Local(log.follow(cursor).map_err(read_error)?),
         Found::Shared(shared, run) => Reader::Shared(Box::new(
             shared.follow(run, cursor).await.map_err(shared_error)?,
         )),
     };
-    Ok(sse_response(reader_body(reader, state.keep_alive)))
+    Ok(sse_response(reader_body(reader, slot, state.keep_alive)))
+}
+
+/// 429 with `Retry-After`: readers come and go, so the same request may well succeed soon.
+fn readers_full(refusal: ReaderRefusal) -> ApiError {
+    let message = match refusal {
+        ReaderRefusal::RunFull => {
+            "this run already has as many readers as the server allows; close one and retry"
+        }
+        ReaderRefusal::ServerFull => {
+            "the server is reading as many runs as it allows; please retry"
+        }
+    };
+    ApiError::new(StatusCode::TOO_MANY_REQUESTS, "too_many_readers", message).with_retry_after(1)
 }
 
 fn read_error(error: ReadError) -> ApiError {

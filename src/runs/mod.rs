@@ -8,6 +8,7 @@
 
 mod follow;
 mod frames;
+mod readers;
 pub mod redis;
 mod redis_follow;
 
@@ -21,6 +22,7 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 pub use follow::{Follower, Next};
+pub use readers::{ReaderRefusal, ReaderSlot, ReaderSlots};
 pub use redis::{SharedFollower, SharedRuns};
 
 use crate::settings::RunSettings;
@@ -48,7 +50,8 @@ impl LogLimits {
     }
 }
 
-/// Every logged run of this process, by run id.
+/// Every logged run of this process, by (scope, agent, run id): a run id is the client's
+/// choice, so two users (or two agents) may pick the same one without meeting.
 #[derive(Debug)]
 pub struct RunLogs {
     limits: LogLimits,
@@ -57,8 +60,9 @@ pub struct RunLogs {
 
 #[derive(Debug, Default)]
 struct Index {
+    /// By [`run_key`].
     runs: HashMap<String, Arc<RunLog>>,
-    /// Run ids in the order they were opened: the oldest is forgotten first.
+    /// Run keys in the order they were opened: the oldest is forgotten first.
     order: VecDeque<String>,
     /// When expired runs were last dropped and the bytes of all runs last counted.
     last_sweep: Option<Instant>,
@@ -109,28 +113,51 @@ impl RunLogs {
         scope: &str,
         stop: CancellationToken,
     ) -> Result<Arc<RunLog>, OpenError> {
+        let key = run_key(run_id, agent, scope);
         let mut index = lock(&self.runs);
         self.sweep(&mut index);
-        if let Some(existing) = index.runs.get(run_id) {
+        if let Some(existing) = index.runs.get(&key) {
             if !existing.is_ended() {
                 return Err(OpenError::InProgress);
             }
-            index.order.retain(|id| id != run_id);
+            index.order.retain(|kept| *kept != key);
         }
         let log = Arc::new(RunLog::new(run_id, agent, scope, self.limits, stop));
-        index.runs.insert(run_id.to_owned(), Arc::clone(&log));
-        index.order.push_back(run_id.to_owned());
+        index.runs.insert(key.clone(), Arc::clone(&log));
+        index.order.push_back(key);
         Ok(log)
+    }
+
+    /// Forgets `log`, a run that was opened but never started (its request was refused), and
+    /// ends it for anyone who found it meanwhile: a refusal leaves nothing behind, and a retry
+    /// with the same run id runs. A newer run under the same key is left alone.
+    pub fn discard(&self, log: &Arc<RunLog>) {
+        let key = run_key(&log.run_id, &log.agent, &log.scope);
+        {
+            let mut index = lock(&self.runs);
+            if index
+                .runs
+                .get(&key)
+                .is_some_and(|kept| Arc::ptr_eq(kept, log))
+            {
+                index.runs.remove(&key);
+                index.order.retain(|kept| *kept != key);
+            }
+        }
+        log.break_off();
+    }
+
+    /// The key the index and the reader caps know the run by.
+    pub fn key_of(log: &RunLog) -> String {
+        run_key(&log.run_id, &log.agent, &log.scope)
     }
 
     /// The run `run_id` of `agent`, if it is kept and belongs to `scope`: another scope's run
     /// is as unknown as one that never existed.
     pub fn get(&self, run_id: &str, agent: &str, scope: &str) -> Option<Arc<RunLog>> {
         let index = lock(&self.runs);
-        let log = index.runs.get(run_id)?;
-        let visible = log.agent == agent
-            && log.scope == scope
-            && !log.expired(Instant::now(), self.limits.ttl);
+        let log = index.runs.get(&run_key(run_id, agent, scope))?;
+        let visible = !log.expired(Instant::now(), self.limits.ttl);
         visible.then(|| Arc::clone(log))
     }
 
@@ -197,6 +224,12 @@ impl RunLogs {
             }
         });
     }
+}
+
+/// The index's key of a run: each part length-prefixed, so no two runs share a key by moving
+/// a separator.
+fn run_key(run_id: &str, agent: &str, scope: &str) -> String {
+    crate::text::key_digest(&[scope, agent, run_id])
 }
 
 /// One run's frames, its live state and its stop handle.

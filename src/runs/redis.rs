@@ -195,6 +195,11 @@ pub struct SharedRun {
 }
 
 impl SharedRun {
+    /// The run's key, the same digest of (scope, agent, run id) the process's own log uses.
+    pub fn key(&self) -> &str {
+        &self.keys.digest
+    }
+
     /// Whether the log holds the run's terminal event.
     pub fn is_ended(&self) -> bool {
         self.ended
@@ -281,11 +286,12 @@ impl SharedRuns {
             broken: false,
             ended: false,
         };
-        tokio::spawn(appender.run(batches));
+        let appender = tokio::spawn(appender.run(batches));
         Ok(SharedWriter {
             runs: self.clone(),
             keys,
             queue,
+            appender,
         })
     }
 
@@ -482,6 +488,8 @@ pub struct SharedWriter {
     runs: SharedRuns,
     keys: Arc<RunKeys>,
     queue: mpsc::Sender<(Bytes, bool)>,
+    /// Ends once the queue is closed and, for a run that did not end, the lease is freed.
+    appender: tokio::task::JoinHandle<()>,
 }
 
 impl SharedWriter {
@@ -491,6 +499,19 @@ impl SharedWriter {
     pub async fn append(&self, batch: Bytes, terminal: bool) {
         // Only fails when the appender is gone, which it is not before the sender.
         let _ = self.queue.send((batch, terminal)).await;
+    }
+
+    /// Gives the run id back, for a run claimed but never started (its request was refused):
+    /// the appender has written nothing, and once it has freed the lease the run is unknown
+    /// to every replica, so a retry with the same run id is not told it is in progress.
+    pub async fn abandon(self) {
+        let SharedWriter {
+            queue, appender, ..
+        } = self;
+        drop(queue);
+        if let Err(error) = appender.await {
+            tracing::warn!(%error, "the run's appender failed; its lease expires by itself");
+        }
     }
 
     /// What tells whether a reader on another replica is attached.

@@ -103,6 +103,46 @@ fn runs_are_found_only_by_their_agent_and_scope_and_live_ids_are_not_reused() {
 }
 
 #[test]
+fn one_run_id_in_two_scopes_or_agents_is_two_runs() {
+    let logs = RunLogs::new(limits());
+    let mine = logs.open("r", "a", "alice").unwrap();
+    // Another user (or another agent) picking the same id neither waits for nor hides mine.
+    let theirs = logs.open("r", "a", "bob").unwrap();
+    let other_agent = logs.open("r", "b", "alice").unwrap();
+    assert!(Arc::ptr_eq(&logs.get("r", "a", "alice").unwrap(), &mine));
+    assert!(Arc::ptr_eq(&logs.get("r", "a", "bob").unwrap(), &theirs));
+    assert!(Arc::ptr_eq(
+        &logs.get("r", "b", "alice").unwrap(),
+        &other_agent
+    ));
+    // Moving a separator between the parts names no other run.
+    assert!(logs.get("r", "a", "al").is_none());
+    assert!(logs.get("r", "aalice", "").is_none());
+}
+
+#[tokio::test]
+async fn a_discarded_run_leaves_nothing_behind_and_its_id_opens_again() {
+    let logs = RunLogs::new(limits());
+    let refused = logs.open("r", "a", "s").unwrap();
+    let mut found_meanwhile = logs.get("r", "a", "s").unwrap().follow(0).unwrap();
+    logs.discard(&refused);
+    assert!(logs.get("r", "a", "s").is_none());
+    assert!(logs.is_empty());
+    // A reader that found it ends instead of waiting for ever.
+    let next = tokio::time::timeout(
+        Duration::from_secs(1),
+        found_meanwhile.next(Duration::from_secs(30)),
+    )
+    .await
+    .expect("the reader of a discarded run ends at once");
+    assert!(matches!(next, Some(Next::Broken)), "{next:?}");
+    let retry = logs.open("r", "a", "s").expect("the retry opens");
+    // Discarding the old handle again does not forget the retry.
+    logs.discard(&refused);
+    assert!(Arc::ptr_eq(&logs.get("r", "a", "s").unwrap(), &retry));
+}
+
+#[test]
 fn the_oldest_runs_are_forgotten_past_the_bound_and_ended_runs_after_their_ttl() {
     let logs = RunLogs::new(limits());
     for id in ["r1", "r2", "r3", "r4"] {

@@ -4,18 +4,21 @@
 
 use serde::Deserialize;
 
-/// What a run does when its client disconnects.
+/// What a run does when its client disconnects before its terminal event. A standard AG-UI
+/// client stops a run by closing its connection, so the default stops the run.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum OnDisconnect {
-    /// `cancel` with `threads.store = "off"` (nothing could resume the run), `continue` with a
-    /// store.
+    /// `cancel`, unless the request asks to `continue` (the `X-AGUI-On-Disconnect: continue`
+    /// header, or `forwardedProps.aguiHost.onDisconnect = "continue"`) and a thread store keeps
+    /// the run's log for a reconnect.
     #[default]
     Auto,
-    /// The run ends at once and its upstream request is closed.
+    /// The run ends at once, its upstream request is closed, and the thread keeps the answer
+    /// as far as it had streamed; a request's ask to continue is ignored.
     Cancel,
-    /// The run goes on into its log for a client to reconnect to, until no reader has been
-    /// attached for `reconnect_grace_secs`.
+    /// Every run goes on into its log for a client to reconnect to, until no reader has been
+    /// attached for `reconnect_grace_secs` (with a thread store).
     Continue,
 }
 
@@ -23,8 +26,13 @@ pub enum OnDisconnect {
 #[serde(default)]
 pub struct RunSettings {
     pub on_disconnect: OnDisconnect,
-    /// With `continue`: seconds a run goes on with no reader before it is cancelled.
+    /// A run that goes on after a disconnect: seconds it goes on with no reader before it is
+    /// cancelled.
     pub reconnect_grace_secs: u64,
+    /// Most reconnect readers (`GET …/runs/<runId>/events`) of one run at once (0: no cap).
+    pub max_readers_per_run: usize,
+    /// Most reconnect readers of all runs at once in this process (0: no cap).
+    pub max_readers: usize,
     /// Seconds a run's log is kept after its terminal event.
     pub log_ttl_secs: u64,
     /// Most runs kept (the oldest is forgotten first).
@@ -45,6 +53,8 @@ impl Default for RunSettings {
         RunSettings {
             on_disconnect: OnDisconnect::Auto,
             reconnect_grace_secs: 60,
+            max_readers_per_run: 8,
+            max_readers: 1024,
             log_ttl_secs: 300,
             log_max_runs: 10_000,
             log_max_run_events: 100_000,

@@ -179,8 +179,44 @@ async fn a_plain_agent_declares_no_approvals_and_no_state_writes() {
     assert_eq!(caps["tools"]["items"], Value::Array(vec![]));
     assert_eq!(caps["humanInTheLoop"]["approvals"], false);
     assert_eq!(caps["state"]["deltas"], false);
-    assert!(caps.get("custom").is_none(), "{caps}");
+    // Only what every agent says: what a disconnect does.
+    let ours = caps["custom"]["agui-host"]
+        .as_object()
+        .expect("our section");
+    assert_eq!(ours.keys().collect::<Vec<_>>(), ["onDisconnect"], "{caps}");
     assert!(caps["identity"].get("description").is_none());
+}
+
+#[tokio::test]
+async fn capabilities_say_what_a_disconnect_does_and_how_a_request_asks_otherwise() {
+    use agui_host::settings::{OnDisconnect, ThreadStoreKind};
+    let by_default = spawn_app(|_| {}).await;
+    let caps = json(by_default.get("/assistant/capabilities").await).await;
+    assert_eq!(
+        caps["custom"]["agui-host"]["onDisconnect"],
+        serde_json::json!({
+            "default": "cancel",
+            "requestHeader": "X-AGUI-On-Disconnect: continue",
+            "forwardedProp": "aguiHost.onDisconnect = \"continue\"",
+        })
+    );
+    let continuing = spawn_app(|s| s.runs.on_disconnect = OnDisconnect::Continue).await;
+    let caps = json(continuing.get("/assistant/capabilities").await).await;
+    assert_eq!(
+        caps["custom"]["agui-host"]["onDisconnect"],
+        serde_json::json!({"default": "continue"})
+    );
+    // Without a store nothing could resume a run, whatever the setting says.
+    let no_store = spawn_app(|s| {
+        s.threads.store = ThreadStoreKind::Off;
+        s.runs.on_disconnect = OnDisconnect::Continue;
+    })
+    .await;
+    let caps = json(no_store.get("/assistant/capabilities").await).await;
+    assert_eq!(
+        caps["custom"]["agui-host"]["onDisconnect"],
+        serde_json::json!({"default": "cancel"})
+    );
 }
 
 #[tokio::test]

@@ -61,10 +61,13 @@ impl FrameReader {
     }
 }
 
+/// A run that asks to go on after its client disconnects (as a client that reconnects does),
+/// so that cutting its connection leaves it running for the reconnect.
 pub(crate) fn run_body(thread_id: &str, run_id: &str, text: &str) -> Value {
     let mut body = input(vec![user(text)]);
     body["threadId"] = json!(thread_id);
     body["runId"] = json!(run_id);
+    body["forwardedProps"] = json!({"aguiHost": {"onDisconnect": "continue"}});
     body
 }
 

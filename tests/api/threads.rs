@@ -22,22 +22,22 @@ use crate::verify::{assert_0x_compatible, assert_well_formed};
 
 /// Where the app under test keeps its threads.
 #[derive(Debug)]
-enum Backend {
+pub(crate) enum Backend {
     Memory,
     Redis(RedisServer),
 }
 
 impl Backend {
     #[allow(clippy::unused_async)] // the same shape as `redis()`, which starts a server
-    async fn memory() -> Backend {
+    pub(crate) async fn memory() -> Backend {
         Backend::Memory
     }
 
-    async fn redis() -> Backend {
+    pub(crate) async fn redis() -> Backend {
         Backend::Redis(RedisServer::start().await)
     }
 
-    fn configure(&self, settings: &mut Settings) {
+    pub(crate) fn configure(&self, settings: &mut Settings) {
         match self {
             Backend::Memory => settings.threads.store = ThreadStoreKind::Memory,
             Backend::Redis(server) => {
@@ -47,7 +47,7 @@ impl Backend {
         }
     }
 
-    async fn app(&self, configure: impl FnOnce(&mut Settings)) -> TestApp {
+    pub(crate) async fn app(&self, configure: impl FnOnce(&mut Settings)) -> TestApp {
         spawn_app(|settings| {
             self.configure(settings);
             configure(settings);
@@ -729,8 +729,13 @@ async fn redis_a_run_whose_client_left_is_saved_before_the_server_returns() {
     ));
     let mut body = input(vec![user("A long story, please.")]);
     body["threadId"] = json!("t-left");
+    body["forwardedProps"] = json!({"aguiHost": {"onDisconnect": "continue"}});
     let mut reader = EventReader::new(app.post_run("/", &body).await);
-    while reader.next().await.expect("the run streams")["type"] != "TEXT_MESSAGE_CONTENT" {}
+    let mut contents = 0;
+    while contents < 2 {
+        let event = reader.next().await.expect("the run streams");
+        contents += usize::from(event["type"] == "TEXT_MESSAGE_CONTENT");
+    }
     drop(reader);
 
     stop.send(()).unwrap();

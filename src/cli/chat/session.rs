@@ -340,6 +340,9 @@ impl<R: BufRead, W: Write> Session<R, W> {
             .post(self.url.clone())
             .json(&body)
             .header(ACCEPT, "text/event-stream")
+            // This client reconnects to a run cut off mid-stream, so the run should go on
+            // meanwhile (a standard client's disconnect stops it).
+            .header(agui_host::http::ON_DISCONNECT_HEADER, "continue")
             .headers(self.headers.clone())
             .send()
             .await

@@ -94,6 +94,11 @@ pub(super) async fn prepare(
     } else {
         load(threads, &key).await?
     };
+    threads
+        .store
+        .admit(&key)
+        .await
+        .map_err(|error| store_refusal(&error))?;
     if let (Some(record), HistoryPolicy::Verify) = (&previous, threads.history) {
         verify_history(threads, agent, record, request)?;
     }
@@ -192,6 +197,12 @@ impl ThreadRun {
                     run_id = %record.last_run_id,
                     "a newer run took the thread before this one saved; its record is not saved"
                 ),
+                // Another run of the scope took the last place after this one was admitted.
+                Err(StoreError::QuotaExceeded(quota)) => tracing::warn!(
+                    thread_id = %self.lease.key().thread_id,
+                    %quota,
+                    "the scope reached its thread quota during the run; the thread is not saved"
+                ),
                 Err(error) => tracing::warn!(%error, "could not save the thread"),
             }
         }
@@ -228,6 +239,21 @@ async fn load(threads: &Threads, key: &ThreadKey) -> Result<Option<ThreadRecord>
             Ok(None)
         }
         Err(error) => Err(unavailable(&error)),
+    }
+}
+
+/// A refusal by the store before the run: the scope's quota, or the store not answering.
+fn store_refusal(error: &StoreError) -> ApiError {
+    match error {
+        StoreError::QuotaExceeded(quota) => ApiError::new(
+            StatusCode::FORBIDDEN,
+            "thread_quota_exceeded",
+            format!(
+                "this caller's threads are at the server's quota ({quota}); delete threads \
+                 (DELETE /<agent>/threads/<threadId>) or wait for old ones to expire"
+            ),
+        ),
+        error => unavailable(error),
     }
 }
 

@@ -54,6 +54,11 @@ pub struct ThreadSettings {
     /// `memory` store: most bytes of threads kept in all; any store: the largest one thread
     /// may be (0: no bound).
     pub max_bytes: usize,
+    /// Any store: most threads one scope may hold (0: no bound); a new thread past it gets 403
+    /// `thread_quota_exceeded`.
+    pub max_threads_per_scope: usize,
+    /// Any store: most bytes of threads one scope may hold (0: no bound).
+    pub max_bytes_per_scope: usize,
     /// A header a trusted proxy sets to the user's id (e.g. `X-User-Id`); empty: the scope is
     /// the authenticated token (or one development scope without authentication).
     pub scope_header: String,
@@ -74,6 +79,8 @@ impl Default for ThreadSettings {
             ttl_secs: 7 * 24 * 3600,
             max_threads: 10_000,
             max_bytes: 256 * 1024 * 1024,
+            max_threads_per_scope: 1_000,
+            max_bytes_per_scope: 64 * 1024 * 1024,
             scope_header: String::new(),
             history: HistoryPolicy::Verify,
             on_concurrent_run: ConcurrentRunPolicy::Reject,
@@ -91,6 +98,8 @@ impl fmt::Debug for ThreadSettings {
             .field("ttl_secs", &self.ttl_secs)
             .field("max_threads", &self.max_threads)
             .field("max_bytes", &self.max_bytes)
+            .field("max_threads_per_scope", &self.max_threads_per_scope)
+            .field("max_bytes_per_scope", &self.max_bytes_per_scope)
             .field("scope_header", &self.scope_header)
             .field("history", &self.history)
             .field("on_concurrent_run", &self.on_concurrent_run)

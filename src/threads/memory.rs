@@ -1,5 +1,6 @@
 //! The in-process thread store: bounded by thread count and by bytes, with a time to live,
-//! evicting the least recently used thread first. Records are kept serialized, so the byte
+//! evicting the least recently used thread first; each scope bounded by its own quota, which
+//! refuses rather than evicts, so that one scope can never push out another's threads. Records are kept serialized, so the byte
 //! bound counts what is really held and a load hands out a private copy. A save is written
 //! with the process's leases locked and only while the saving run's lease holds the thread.
 
@@ -10,7 +11,7 @@ use std::time::Duration;
 use futures_util::future::{BoxFuture, FutureExt};
 use tokio::time::Instant;
 
-use super::{Lease, StoreError, ThreadKey, ThreadRecord, ThreadStore};
+use super::{Lease, ScopeQuota, StoreError, ThreadKey, ThreadRecord, ThreadStore};
 
 /// See the module docs.
 #[derive(Debug)]
@@ -19,6 +20,7 @@ pub struct MemoryStore {
     max_threads: usize,
     max_bytes: usize,
     ttl: Duration,
+    quota: ScopeQuota,
 }
 
 #[derive(Debug, Default)]
@@ -27,6 +29,22 @@ struct Lru {
     /// Use order: the smallest tick is the least recently used thread.
     order: BTreeMap<u64, ThreadKey>,
     next_tick: u64,
+    bytes: usize,
+    /// What each scope holds, expired threads not yet swept included.
+    scopes: HashMap<String, Usage>,
+}
+
+/// Which quota check: a run about to start, or its save.
+#[derive(Debug, Clone, Copy)]
+enum Check {
+    Admit,
+    Save,
+}
+
+/// One scope's threads and their bytes.
+#[derive(Debug, Default, Clone, Copy)]
+struct Usage {
+    threads: usize,
     bytes: usize,
 }
 
@@ -46,7 +64,15 @@ impl MemoryStore {
             max_threads,
             max_bytes,
             ttl,
+            quota: ScopeQuota::default(),
         }
+    }
+
+    /// The same store with each scope held to `quota`.
+    #[must_use]
+    pub fn with_scope_quota(mut self, quota: ScopeQuota) -> MemoryStore {
+        self.quota = quota;
+        self
     }
 
     /// How many threads are held, expired ones not yet swept included.
@@ -89,9 +115,17 @@ impl MemoryStore {
             });
         }
         let mut lru = self.lock();
+        if lru.within_quota(key, &self.quota, Check::Save).is_err() {
+            // Expired threads still count until they are met: sweep them once before refusing.
+            lru.drop_expired(Instant::now());
+            lru.within_quota(key, &self.quota, Check::Save)?;
+        }
         lru.remove(key);
         let tick = lru.tick();
         lru.bytes += data.len();
+        let usage = lru.scopes.entry(key.scope.clone()).or_default();
+        usage.threads += 1;
+        usage.bytes += data.len();
         lru.order.insert(tick, key.clone());
         lru.entries.insert(
             key.clone(),
@@ -115,6 +149,37 @@ impl MemoryStore {
 }
 
 impl Lru {
+    /// Whether the scope of `key` is within its quota for a run on it, or for its save.
+    fn within_quota(
+        &self,
+        key: &ThreadKey,
+        quota: &ScopeQuota,
+        check: Check,
+    ) -> Result<(), StoreError> {
+        let usage = self.scopes.get(&key.scope).copied().unwrap_or_default();
+        let held = self.entries.get(key).map(|entry| entry.data.len());
+        match check {
+            Check::Admit => quota.admit(usage.threads, usage.bytes, held.is_some()),
+            Check::Save => quota.save(
+                usage.threads,
+                usage.bytes - held.unwrap_or(0),
+                held.is_some(),
+            ),
+        }
+    }
+
+    fn drop_expired(&mut self, now: Instant) {
+        let expired: Vec<ThreadKey> = self
+            .entries
+            .iter()
+            .filter(|(_, entry)| entry.expires_at <= now)
+            .map(|(key, _)| key.clone())
+            .collect();
+        for key in expired {
+            self.remove(&key);
+        }
+    }
+
     fn tick(&mut self) -> u64 {
         self.next_tick += 1;
         self.next_tick
@@ -126,6 +191,13 @@ impl Lru {
         };
         self.order.remove(&entry.tick);
         self.bytes -= entry.data.len();
+        if let Some(usage) = self.scopes.get_mut(&key.scope) {
+            usage.threads -= 1;
+            usage.bytes -= entry.data.len();
+            if usage.threads == 0 {
+                self.scopes.remove(&key.scope);
+            }
+        }
         true
     }
 }
@@ -161,12 +233,24 @@ impl ThreadStore for MemoryStore {
         let removed = self.lock().remove(key);
         std::future::ready(Ok(removed)).boxed()
     }
+
+    fn admit<'a>(&'a self, key: &'a ThreadKey) -> BoxFuture<'a, Result<(), StoreError>> {
+        let mut lru = self.lock();
+        // A run adds at least nothing: a thread the scope holds is admitted while its bytes
+        // are within the quota, a new one while its count has room.
+        let mut admitted = lru.within_quota(key, &self.quota, Check::Admit);
+        if admitted.is_err() {
+            lru.drop_expired(Instant::now());
+            admitted = lru.within_quota(key, &self.quota, Check::Admit);
+        }
+        std::future::ready(admitted).boxed()
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::threads::Leases;
+    use crate::threads::{Leases, Quota};
 
     fn key(thread_id: &str) -> ThreadKey {
         ThreadKey {
@@ -264,6 +348,120 @@ mod tests {
             Err(StoreError::TooLarge { .. })
         ));
         assert_eq!(store.len(), 2, "a refused save evicts nothing");
+    }
+
+    fn scoped(scope: &str, thread_id: &str) -> ThreadKey {
+        ThreadKey {
+            scope: scope.into(),
+            ..key(thread_id)
+        }
+    }
+
+    async fn save_as(
+        store: &MemoryStore,
+        key: &ThreadKey,
+        record: &ThreadRecord,
+    ) -> Result<(), StoreError> {
+        let lease = Leases::local().acquire(key, false).await.unwrap();
+        store.save(&lease, record).await
+    }
+
+    #[tokio::test]
+    async fn a_scope_at_its_thread_quota_is_refused_and_never_evicts_another_scopes_thread() {
+        let quota = ScopeQuota {
+            max_threads: 2,
+            max_bytes: 0,
+        };
+        let store = MemoryStore::new(3, 0, Duration::from_secs(60)).with_scope_quota(quota);
+        save_as(&store, &scoped("victim", "kept"), &record("v"))
+            .await
+            .unwrap();
+        save_as(&store, &scoped("noisy", "a"), &record("a"))
+            .await
+            .unwrap();
+        save_as(&store, &scoped("noisy", "b"), &record("b"))
+            .await
+            .unwrap();
+        let third = scoped("noisy", "c");
+        assert!(matches!(
+            store.admit(&third).await,
+            Err(StoreError::QuotaExceeded(Quota::Threads { limit: 2 }))
+        ));
+        assert!(matches!(
+            save_as(&store, &third, &record("c")).await,
+            Err(StoreError::QuotaExceeded(Quota::Threads { limit: 2 }))
+        ));
+        // A thread the scope holds still runs and saves.
+        store.admit(&scoped("noisy", "a")).await.unwrap();
+        save_as(&store, &scoped("noisy", "a"), &record("a2"))
+            .await
+            .unwrap();
+        assert!(store
+            .load(&scoped("victim", "kept"))
+            .await
+            .unwrap()
+            .is_some());
+        // Deleting one makes room again.
+        assert!(store.delete(&scoped("noisy", "b")).await.unwrap());
+        save_as(&store, &third, &record("c")).await.unwrap();
+    }
+
+    #[tokio::test]
+    async fn a_scope_past_its_bytes_by_one_save_runs_no_more() {
+        let one = serde_json::to_vec(&record("x")).unwrap().len();
+        let quota = ScopeQuota {
+            max_threads: 0,
+            max_bytes: one * 2,
+        };
+        let store = MemoryStore::new(0, 0, Duration::from_secs(60)).with_scope_quota(quota);
+        for thread in ["x", "y"] {
+            save_as(&store, &scoped("s", thread), &record(thread))
+                .await
+                .unwrap();
+        }
+        // The save that crosses the bound goes through (the bound is soft by one record)...
+        store.admit(&scoped("s", "z")).await.unwrap();
+        save_as(&store, &scoped("s", "z"), &record("z"))
+            .await
+            .unwrap();
+        // ...and then no run starts, on a new thread or an old one, and no other save lands.
+        for thread in ["w", "x"] {
+            assert!(matches!(
+                store.admit(&scoped("s", thread)).await,
+                Err(StoreError::QuotaExceeded(Quota::Bytes { .. }))
+            ));
+        }
+        assert!(matches!(
+            save_as(&store, &scoped("s", "w"), &record("w")).await,
+            Err(StoreError::QuotaExceeded(Quota::Bytes { .. }))
+        ));
+        // Another scope is not held to this one's bytes.
+        save_as(&store, &scoped("other", "z"), &record("z"))
+            .await
+            .unwrap();
+        // A thread rewritten in place is judged without its own old bytes.
+        assert!(store.delete(&scoped("s", "z")).await.unwrap());
+        save_as(&store, &scoped("s", "x"), &record("x"))
+            .await
+            .unwrap();
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn expired_threads_give_their_quota_back() {
+        let quota = ScopeQuota {
+            max_threads: 1,
+            max_bytes: 0,
+        };
+        let store = MemoryStore::new(0, 0, Duration::from_secs(60)).with_scope_quota(quota);
+        save_as(&store, &scoped("s", "old"), &record("o"))
+            .await
+            .unwrap();
+        assert!(store.admit(&scoped("s", "new")).await.is_err());
+        tokio::time::advance(Duration::from_secs(61)).await;
+        store.admit(&scoped("s", "new")).await.unwrap();
+        save_as(&store, &scoped("s", "new"), &record("n"))
+            .await
+            .unwrap();
     }
 
     #[tokio::test]

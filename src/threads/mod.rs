@@ -77,8 +77,66 @@ pub enum StoreError {
     TooLarge { size: usize, limit: usize },
     #[error("the run no longer holds the thread's lease, so a newer run's record stands")]
     LeaseLost,
+    #[error("the scope's thread quota is reached: {0}")]
+    QuotaExceeded(Quota),
     #[error("thread store backend: {0}")]
     Backend(String),
+}
+
+/// What one scope may hold in a store (`threads.max_threads_per_scope`,
+/// `threads.max_bytes_per_scope`; 0: no bound). A scope is who asks (a token, a proxy's user),
+/// so without it one caller could fill the store, and with the memory store's eviction push
+/// every other caller's threads out.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ScopeQuota {
+    pub max_threads: usize,
+    pub max_bytes: usize,
+}
+
+/// Which quota a scope reached.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum Quota {
+    #[error("at most {limit} threads")]
+    Threads { limit: usize },
+    #[error("at most {limit} bytes of threads")]
+    Bytes { limit: usize },
+}
+
+impl ScopeQuota {
+    /// Whether a run may start on a thread of a scope holding `threads` threads of `bytes`
+    /// bytes; `held`: the scope holds this thread already. The bytes are a soft bound: a scope
+    /// may pass them by the one save that crossed them (a record is at most
+    /// `threads.max_bytes`), and then runs no more until it deletes threads, so the check
+    /// needs no guess at how large the run's record will be.
+    ///
+    /// # Errors
+    /// The quota the scope has reached.
+    pub fn admit(&self, threads: usize, bytes: usize, held: bool) -> Result<(), StoreError> {
+        self.check(threads, bytes, held)
+    }
+
+    /// Whether the save of a thread may go ahead, the scope holding `threads` threads of
+    /// `bytes` bytes besides this thread's own (`held`: the scope holds it already).
+    ///
+    /// # Errors
+    /// The quota the save would break.
+    pub fn save(&self, threads: usize, others_bytes: usize, held: bool) -> Result<(), StoreError> {
+        self.check(threads, others_bytes, held)
+    }
+
+    fn check(&self, threads: usize, bytes: usize, held: bool) -> Result<(), StoreError> {
+        if !held && self.max_threads > 0 && threads >= self.max_threads {
+            return Err(StoreError::QuotaExceeded(Quota::Threads {
+                limit: self.max_threads,
+            }));
+        }
+        if self.max_bytes > 0 && bytes > self.max_bytes {
+            return Err(StoreError::QuotaExceeded(Quota::Bytes {
+                limit: self.max_bytes,
+            }));
+        }
+        Ok(())
+    }
 }
 
 /// Where threads live. Every record carries its expiry in the backend: an expired thread is
@@ -99,6 +157,14 @@ pub trait ThreadStore: Send + Sync + std::fmt::Debug + 'static {
     ) -> BoxFuture<'a, Result<(), StoreError>>;
     /// Forgets the thread; `true` when there was one.
     fn delete<'a>(&'a self, key: &'a ThreadKey) -> BoxFuture<'a, Result<bool, StoreError>>;
+    /// Whether a run on the thread may start, by its scope's quota: a thread the scope does
+    /// not hold yet needs room in its count, any thread a scope within its bytes. Asked before
+    /// the run, so a caller at its quota is told so with a 4xx instead of after the model has
+    /// answered; the save checks again, atomically ([`StoreError::QuotaExceeded`]).
+    fn admit<'a>(&'a self, key: &'a ThreadKey) -> BoxFuture<'a, Result<(), StoreError>> {
+        let _ = key;
+        Box::pin(std::future::ready(Ok(())))
+    }
 }
 
 /// The thread service the HTTP layer holds: a store, the leases, and the policies.
@@ -136,14 +202,17 @@ impl Threads {
         agent_tools: BTreeMap<String, AgentTools>,
     ) -> Result<Option<Threads>, StoreError> {
         let ttl = Duration::from_secs(settings.ttl_secs.max(1));
+        let quota = ScopeQuota {
+            max_threads: settings.max_threads_per_scope,
+            max_bytes: settings.max_bytes_per_scope,
+        };
         let (store, leases): (Arc<dyn ThreadStore>, Leases) = match settings.store {
             ThreadStoreKind::Off => return Ok(None),
             ThreadStoreKind::Memory => (
-                Arc::new(MemoryStore::new(
-                    settings.max_threads,
-                    settings.max_bytes,
-                    ttl,
-                )),
+                Arc::new(
+                    MemoryStore::new(settings.max_threads, settings.max_bytes, ttl)
+                        .with_scope_quota(quota),
+                ),
                 Leases::local(),
             ),
             ThreadStoreKind::Redis => {
@@ -154,7 +223,10 @@ impl Threads {
                 .await?;
                 let lease_ttl = Duration::from_secs(settings.lease_ttl_secs.max(1));
                 (
-                    Arc::new(RedisStore::new(connection.clone(), ttl, settings.max_bytes)),
+                    Arc::new(
+                        RedisStore::new(connection.clone(), ttl, settings.max_bytes)
+                            .with_scope_quota(quota),
+                    ),
                     Leases::redis(connection, lease_ttl),
                 )
             }

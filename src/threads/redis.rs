@@ -5,6 +5,11 @@
 //! the record, so a run superseded on another replica cannot overwrite its successor's. The connection is a
 //! `ConnectionManager` (one multiplexed connection, reconnecting on failure) with explicit
 //! timeouts, cloned by whatever else needs Redis (the run leases).
+//!
+//! Each scope's quota is kept beside its threads: a sorted set of the scope's thread digests
+//! scored by their expiry (`agui:scope:<digest>:threads`) and a hash of their sizes
+//! (`…:bytes`). The save script drops the members that expired, checks the quota and writes,
+//! all in one step, so two replicas saving at once cannot both take the last place.
 
 use std::time::Duration;
 
@@ -13,15 +18,69 @@ use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::{AsyncCommands, Script};
 
 use super::lease::{self, Lease};
-use super::{StoreError, ThreadKey, ThreadRecord, ThreadStore};
+use super::{Quota, ScopeQuota, StoreError, ThreadKey, ThreadRecord, ThreadStore};
 
-/// KEYS: the thread, its lease; ARGV: the saving run's lease token, the record, its TTL in ms.
-const SAVE_WHILE_LEASED: &str = r"
-if redis.call('GET', KEYS[2]) ~= ARGV[1] then
+/// Drops a scope's expired members (KEYS[1] the set, KEYS[2] the sizes), then leaves in `now`
+/// the time in ms and in `held` and `total` the thread's size (false: not held) and the
+/// scope's bytes. Shared by the scripts below.
+const SCOPE_USAGE: &str = r"
+local clock = redis.call('TIME')
+local now = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
+for _, gone in ipairs(redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', now)) do
+  redis.call('HDEL', KEYS[4], gone)
+end
+redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', now)
+local held = redis.call('HGET', KEYS[4], ARGV[1])
+local total = 0
+if tonumber(ARGV[3]) > 0 then
+  for _, size in ipairs(redis.call('HVALS', KEYS[4])) do total = total + tonumber(size) end
+end
+local count = redis.call('ZCARD', KEYS[3])
+";
+
+/// KEYS: the thread, its lease, the scope's set and sizes; ARGV: the thread's digest, the most
+/// threads and bytes of the scope, the saving run's lease token, the record, its TTL in ms.
+/// 1: saved; 0: the lease is lost; -1, -2: the scope's thread count, or bytes, is reached (the
+/// bytes as a soft bound, see `ScopeQuota::admit`).
+static SAVE_WHILE_LEASED: std::sync::LazyLock<Script> = std::sync::LazyLock::new(|| {
+    Script::new(&format!(
+        r"
+if redis.call('GET', KEYS[2]) ~= ARGV[4] then
   return 0
 end
-redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])
-return 1";
+{SCOPE_USAGE}
+if not held and tonumber(ARGV[2]) > 0 and count >= tonumber(ARGV[2]) then return -1 end
+local size = string.len(ARGV[5])
+if tonumber(ARGV[3]) > 0 and total - tonumber(held or 0) > tonumber(ARGV[3]) then
+  return -2
+end
+redis.call('SET', KEYS[1], ARGV[5], 'PX', ARGV[6])
+redis.call('ZADD', KEYS[3], now + tonumber(ARGV[6]), ARGV[1])
+redis.call('HSET', KEYS[4], ARGV[1], size)
+redis.call('PEXPIRE', KEYS[3], ARGV[6])
+redis.call('PEXPIRE', KEYS[4], ARGV[6])
+return 1"
+    ))
+});
+
+/// The same keys and first three arguments: whether a run on the thread may start (1), or
+/// the scope's count (-1) or bytes (-2) are reached.
+static ADMIT: std::sync::LazyLock<Script> = std::sync::LazyLock::new(|| {
+    Script::new(&format!(
+        r"
+{SCOPE_USAGE}
+if not held and tonumber(ARGV[2]) > 0 and count >= tonumber(ARGV[2]) then return -1 end
+if tonumber(ARGV[3]) > 0 and total > tonumber(ARGV[3]) then return -2 end
+return 1"
+    ))
+});
+
+/// KEYS: the thread, the scope's set and sizes; ARGV: the thread's digest. The number of
+/// records removed.
+const DELETE: &str = r"
+redis.call('ZREM', KEYS[2], ARGV[1])
+redis.call('HDEL', KEYS[3], ARGV[1])
+return redis.call('DEL', KEYS[1])";
 
 /// Opens the shared connection. `timeout` bounds both connecting and every reply: the client
 /// crate's own default (500 ms) is too short for a large record on a busy server and too
@@ -51,6 +110,7 @@ pub struct RedisStore {
     connection: ConnectionManager,
     ttl: Duration,
     max_bytes: usize,
+    quota: ScopeQuota,
 }
 
 impl std::fmt::Debug for RedisStore {
@@ -70,11 +130,42 @@ impl RedisStore {
             connection,
             ttl,
             max_bytes,
+            quota: ScopeQuota::default(),
         }
+    }
+
+    /// The same store with each scope held to `quota`.
+    #[must_use]
+    pub fn with_scope_quota(mut self, quota: ScopeQuota) -> RedisStore {
+        self.quota = quota;
+        self
     }
 
     fn key(key: &ThreadKey) -> String {
         format!("agui:thread:{}", key.digest())
+    }
+
+    /// The scope's set of threads and the hash of their sizes.
+    fn scope_keys(key: &ThreadKey) -> [String; 2] {
+        let scope = crate::text::key_digest(&[&key.scope]);
+        [
+            format!("agui:scope:{scope}:threads"),
+            format!("agui:scope:{scope}:bytes"),
+        ]
+    }
+
+    /// What a script's -1 or -2 means.
+    fn quota_error(&self, answer: i64) -> Option<StoreError> {
+        let quota = match answer {
+            -1 => Quota::Threads {
+                limit: self.quota.max_threads,
+            },
+            -2 => Quota::Bytes {
+                limit: self.quota.max_bytes,
+            },
+            _ => return None,
+        };
+        Some(StoreError::QuotaExceeded(quota))
     }
 }
 
@@ -107,19 +198,30 @@ impl ThreadStore for RedisStore {
             }
             let ttl_ms = u64::try_from(self.ttl.as_millis()).unwrap_or(u64::MAX);
             let mut connection = self.connection.clone();
-            let written: i64 = Script::new(SAVE_WHILE_LEASED)
-                .key(Self::key(lease.key()))
-                .key(lease::redis_key(lease.key()))
+            let key = lease.key();
+            let [threads, bytes] = Self::scope_keys(key);
+            let written: i64 = SAVE_WHILE_LEASED
+                .key(Self::key(key))
+                .key(lease::redis_key(key))
+                .key(threads)
+                .key(bytes)
+                .arg(key.digest())
+                .arg(self.quota.max_threads)
+                .arg(self.quota.max_bytes)
                 .arg(lease.token())
                 .arg(data)
                 .arg(ttl_ms)
                 .invoke_async(&mut connection)
                 .await
                 .map_err(backend)?;
-            if written == 1 {
-                Ok(())
-            } else {
-                Err(StoreError::LeaseLost)
+            match written {
+                1 => Ok(()),
+                0 => Err(StoreError::LeaseLost),
+                other => Err(self
+                    .quota_error(other)
+                    .unwrap_or(StoreError::Backend(format!(
+                        "unexpected save answer {other}"
+                    )))),
             }
         }
         .boxed()
@@ -128,8 +230,39 @@ impl ThreadStore for RedisStore {
     fn delete<'a>(&'a self, key: &'a ThreadKey) -> BoxFuture<'a, Result<bool, StoreError>> {
         async move {
             let mut connection = self.connection.clone();
-            let removed: u64 = connection.del(Self::key(key)).await.map_err(backend)?;
+            let [threads, bytes] = Self::scope_keys(key);
+            let removed: u64 = Script::new(DELETE)
+                .key(Self::key(key))
+                .key(threads)
+                .key(bytes)
+                .arg(key.digest())
+                .invoke_async(&mut connection)
+                .await
+                .map_err(backend)?;
             Ok(removed > 0)
+        }
+        .boxed()
+    }
+
+    fn admit<'a>(&'a self, key: &'a ThreadKey) -> BoxFuture<'a, Result<(), StoreError>> {
+        async move {
+            if self.quota == ScopeQuota::default() {
+                return Ok(());
+            }
+            let mut connection = self.connection.clone();
+            let [threads, bytes] = Self::scope_keys(key);
+            let answer: i64 = ADMIT
+                .key(Self::key(key))
+                .key(lease::redis_key(key))
+                .key(threads)
+                .key(bytes)
+                .arg(key.digest())
+                .arg(self.quota.max_threads)
+                .arg(self.quota.max_bytes)
+                .invoke_async(&mut connection)
+                .await
+                .map_err(backend)?;
+            self.quota_error(answer).map_or(Ok(()), Err)
         }
         .boxed()
     }

@@ -38,6 +38,7 @@ mod predicted_state_confirmation;
 mod predictive_state;
 mod probes;
 mod protocol_versions;
+mod quotas;
 mod request_boundary;
 mod resumable;
 mod resumable_redis;

@@ -115,6 +115,8 @@ function firstUserText(body) {
  *                              contains `key`
  *   requests(key)              recorded request bodies of that conversation, in order
  *   unused(key)                scripted replies not consumed yet
+ *   aborts(key)                when (performance.now()) each reply the server closed before
+ *                              its end was closed; a reply's `delayMs` paces its frames
  *   unmatched                  bodies of requests no script matched
  *   close()
  */
@@ -169,10 +171,15 @@ export async function startFakeOpenAI({ frameDelayMs = 1 } = {}) {
       res.end(reply.frames.map(encode).join(""));
       return;
     }
+    // A reply the server closes before its end is recorded with when it closed.
+    res.on("close", () => {
+      if (!res.writableFinished) script.aborts.push(performance.now());
+    });
+    const delayMs = reply.delayMs ?? frameDelayMs;
     for (const frame of reply.frames) {
       if (res.destroyed) return;
       res.write(encode(frame));
-      if (frameDelayMs > 0) await new Promise((r) => setTimeout(r, frameDelayMs));
+      if (delayMs > 0) await new Promise((r) => setTimeout(r, delayMs));
     }
     res.end();
   }
@@ -192,7 +199,7 @@ export async function startFakeOpenAI({ frameDelayMs = 1 } = {}) {
   return {
     baseUrl: `http://127.0.0.1:${port}/v1`,
     script(key, ...replies) {
-      if (!scripts.has(key)) scripts.set(key, { replies: [], requests: [] });
+      if (!scripts.has(key)) scripts.set(key, { replies: [], requests: [], aborts: [] });
       scripts.get(key).replies.push(...replies);
     },
     requests(key) {
@@ -200,6 +207,9 @@ export async function startFakeOpenAI({ frameDelayMs = 1 } = {}) {
     },
     unused(key) {
       return scripts.get(key)?.replies.length ?? 0;
+    },
+    aborts(key) {
+      return scripts.get(key)?.aborts ?? [];
     },
     unmatched,
     close() {

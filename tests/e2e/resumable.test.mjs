@@ -37,7 +37,13 @@ async function startCuttingProxy(serverUrl, resumeUrl = serverUrl) {
     const first = new AbortController();
     const upstream = await fetch(`${serverUrl}${agentPath}`, {
       method: "POST",
-      headers: { "content-type": "application/json", accept: "text/event-stream" },
+      // The proxy reconnects after its cut, so it asks the run to go on meanwhile (a plain
+      // disconnect stops a run).
+      headers: {
+        "content-type": "application/json",
+        accept: "text/event-stream",
+        "x-agui-on-disconnect": "continue",
+      },
       body,
       signal: first.signal,
     });

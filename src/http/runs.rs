@@ -1,10 +1,12 @@
 //! Resumable runs at the HTTP edge: a logged run is driven by a task of its own that writes its
 //! frames into the run's log (`crate::runs`), and every response, the first as well as each
 //! reconnect (`GET /<agent>/runs/<runId>/events`), is a reader of that log. So the run can
-//! outlive its connection (`runs.on_disconnect = "continue"`), which is the one place the rule
-//! "no run outlives its response" gives way: the driver task, not the response body, owns the
-//! upstream request, and the run's stop token (`POST /<agent>/runs/<runId>/stop`, or no reader
-//! for `runs.reconnect_grace_secs`) ends it with the `cancelled` outcome. Without a thread
+//! outlive its connection when its request asks (`X-AGUI-On-Disconnect: continue`) or the
+//! operator set `runs.on_disconnect = "continue"`, which is the one place the rule "no run
+//! outlives its response" gives way: the driver task, not the response body, owns the upstream
+//! request, and the run's stop token (`POST /<agent>/runs/<runId>/stop`, its last reader gone
+//! when it did not ask to go on, or no reader for `runs.reconnect_grace_secs` when it did) ends
+//! it with the `cancelled` outcome. Without a thread
 //! store nothing is logged and the run stays in its response body (see `run`). With the Redis
 //! store the run's log is shared too (`crate::runs::redis`): a reconnect or a stop may reach any
 //! replica, which reads the shared log or asks the owner to stop; this module picks the log,

@@ -19,6 +19,19 @@ use crate::threads::{AgentTools, Threads};
 use crate::tools::mcp::{McpError, McpServers};
 use crate::tools::Tool;
 
+/// The thread settings as the store is built with them: without tokens or a trusted proxy's
+/// header every caller shares the one development scope, so a quota per scope would cap the
+/// whole server (a load test's 1,001st thread refused) without keeping one caller from another;
+/// the store's own bounds (`max_threads`, `max_bytes`) hold instead.
+fn scoped_thread_settings(settings: &Settings) -> crate::settings::ThreadSettings {
+    let mut threads = settings.threads.clone();
+    if settings.server.auth.tokens.is_empty() && threads.scope_header.trim().is_empty() {
+        threads.max_threads_per_scope = 0;
+        threads.max_bytes_per_scope = 0;
+    }
+    threads
+}
+
 /// How long, after the grace period, the server waits for streams to write their final
 /// `RUN_ERROR` and close; a client that stopped reading cannot hold the exit up longer.
 const SHUTDOWN_FLUSH: Duration = Duration::from_secs(2);
@@ -82,10 +95,12 @@ impl App {
             (None, None),
             &McpServers::default(),
         )?;
-        let threads =
-            Threads::from_settings(&settings.threads, agent_tools(&settings, &extra_tools))
-                .await?
-                .map(Arc::new);
+        let threads = Threads::from_settings(
+            &scoped_thread_settings(&settings),
+            agent_tools(&settings, &extra_tools),
+        )
+        .await?
+        .map(Arc::new);
         let runs = http::Resumable::from_settings(&settings).await?;
         let mcp = McpServers::start(&settings).await?;
         let Assembled {

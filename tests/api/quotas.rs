@@ -172,3 +172,20 @@ async fn a_scope_past_its_bytes_runs_no_more_until_it_deletes(backend: &Backend)
     app.fake.push(Reply::Sse(chunks::text_reply(&["Ok."])));
     ran(run_as(&app, NOISY, "noisy-again").await).await;
 }
+
+/// Without tokens or a scope header every caller is the one development scope: a quota would
+/// only cap the whole server, so the store's own bounds hold instead.
+#[tokio::test]
+async fn the_shared_development_scope_has_no_quota_of_its_own() {
+    let app = spawn_app(|s| {
+        s.threads.max_threads_per_scope = 2;
+        s.threads.max_threads = 100;
+    })
+    .await;
+    for i in 0..4 {
+        app.fake.push(Reply::Sse(chunks::text_reply(&["Ok."])));
+        let mut body = input(vec![user("Hi")]);
+        body["threadId"] = json!(format!("dev-{i}"));
+        ran(app.post_run("/", &body).await).await;
+    }
+}

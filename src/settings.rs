@@ -77,6 +77,26 @@ fn default_body_read_timeout_secs() -> f64 {
     30.0
 }
 
+fn default_max_connections() -> usize {
+    512
+}
+
+fn default_header_read_timeout_secs() -> f64 {
+    30.0
+}
+
+fn default_http2_keep_alive_interval_secs() -> f64 {
+    20.0
+}
+
+fn default_http2_keep_alive_timeout_secs() -> f64 {
+    20.0
+}
+
+fn default_http2_max_concurrent_streams() -> u32 {
+    128
+}
+
 /// The shape of `config/demo.toml`: agents only.
 #[derive(Deserialize)]
 struct DemoAgents {
@@ -125,6 +145,24 @@ pub struct LimitSettings {
     /// Longest one run may stream; 0 = no limit. Then it ends with `RUN_ERROR` `run_deadline`.
     /// Fractions are allowed.
     pub run_deadline_secs: f64,
+    /// Most connections open at once; 0 = no limit. A connection over it is closed as soon as
+    /// it is accepted (see `http::serve`).
+    #[serde(default = "default_max_connections")]
+    pub max_connections: usize,
+    /// Seconds a connection may take to deliver its first request (from the accept, whatever
+    /// the HTTP version, even with no byte at all), and an HTTP/1 connection each later
+    /// request head; then it is closed. Fractions are allowed; must be above 0.
+    #[serde(default = "default_header_read_timeout_secs")]
+    pub header_read_timeout_secs: f64,
+    /// Seconds between HTTP/2 keep-alive pings; 0 = none. A connection whose peer does not
+    /// answer a ping within `http2_keep_alive_timeout_secs` is closed.
+    #[serde(default = "default_http2_keep_alive_interval_secs")]
+    pub http2_keep_alive_interval_secs: f64,
+    #[serde(default = "default_http2_keep_alive_timeout_secs")]
+    pub http2_keep_alive_timeout_secs: f64,
+    /// Most requests (streams) one HTTP/2 connection may have open at once.
+    #[serde(default = "default_http2_max_concurrent_streams")]
+    pub http2_max_concurrent_streams: u32,
 }
 
 /// Limits on one request's content, each refused before any stream with a 422 naming it.
@@ -254,6 +292,35 @@ impl ServerSettings {
                  1e9, not {}",
                 self.slow_client_timeout_secs
             )));
+        }
+        let limits = &self.limits;
+        for (key, secs) in [
+            (
+                "server.limits.header_read_timeout_secs",
+                limits.header_read_timeout_secs,
+            ),
+            (
+                "server.limits.http2_keep_alive_timeout_secs",
+                limits.http2_keep_alive_timeout_secs,
+            ),
+        ] {
+            if !(secs > 0.0 && secs <= 1e9) {
+                return Err(SettingsError::Invalid(format!(
+                    "{key} must be a number of seconds above 0 and at most 1e9, not {secs}"
+                )));
+            }
+        }
+        let interval = limits.http2_keep_alive_interval_secs;
+        if !(0.0..=1e9).contains(&interval) {
+            return Err(SettingsError::Invalid(format!(
+                "server.limits.http2_keep_alive_interval_secs must be a number of seconds \
+                 between 0 (no pings) and 1e9, not {interval}"
+            )));
+        }
+        if limits.http2_max_concurrent_streams == 0 {
+            return Err(SettingsError::Invalid(
+                "server.limits.http2_max_concurrent_streams must be at least 1".into(),
+            ));
         }
         if self.max_stream_buffer_bytes < 1024 {
             return Err(SettingsError::Invalid(format!(

@@ -53,7 +53,7 @@ pub use metrics::Metrics;
 pub use ops::{McpDown, McpReport, Readiness};
 pub use run::StreamBufferLimits;
 pub use runs::Resumable;
-pub use serve::serve;
+pub use serve::{serve, ConnectionLimits};
 
 /// The request-id header: accepted from the client (or a proxy) or generated, and returned.
 const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");

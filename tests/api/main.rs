@@ -22,6 +22,7 @@ mod chat_client;
 mod chat_reconnect;
 mod cli;
 mod client_tools;
+mod connections;
 mod cors;
 mod demo;
 mod demo_chat_variants;

@@ -182,9 +182,17 @@ pub struct InputLimitSettings {
     pub max_context_entries: usize,
     /// Most bytes of `context` descriptions and values together (`context_too_large`).
     pub max_context_bytes: usize,
-    /// Longest `threadId`, `runId` or `parentRunId` in bytes (`id_too_long`): they go on every
-    /// log line of the run and into tool requests.
+    /// Longest id in bytes (`id_too_long`): `threadId`, `runId`, `parentRunId`, every
+    /// message's `id`, every tool call's `id` and every tool message's `toolCallId`. They go on
+    /// log lines, into tool requests and into the stored thread.
     pub max_id_bytes: usize,
+    /// Most tool calls in one assistant message (`too_many_tool_calls`).
+    pub max_tool_calls_per_message: usize,
+    /// Most bytes of `metadata` (as JSON) across all messages, their tool calls and content
+    /// parts (`metadata_too_large`): stored with the thread, never sent to the model.
+    pub max_metadata_bytes: usize,
+    /// Most bytes of `forwardedProps` as JSON (`forwarded_props_too_large`).
+    pub max_forwarded_props_bytes: usize,
     /// Most entries in `resume` (`too_many_resume_entries`).
     pub max_resume_entries: usize,
     /// Most bytes of `resume` interrupt ids and payloads together (`resume_too_large`).
@@ -209,6 +217,9 @@ impl Default for InputLimitSettings {
             max_context_entries: 100,
             max_context_bytes: 256 * 1024,
             max_id_bytes: 256,
+            max_tool_calls_per_message: 128,
+            max_metadata_bytes: 256 * 1024,
+            max_forwarded_props_bytes: 64 * 1024,
             max_resume_entries: 64,
             max_resume_bytes: 256 * 1024,
             max_media_parts: 32,

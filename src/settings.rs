@@ -126,6 +126,11 @@ pub struct ServerSettings {
     /// code `client_too_slow` and the model's stream is closed. Fractions are allowed.
     #[serde(default = "default_slow_client_timeout_secs")]
     pub slow_client_timeout_secs: f64,
+    /// Host names (`Host` / `:authority`, port aside) the server answers: exact names,
+    /// `*.example.com` for subdomains, `["*"]` for any. Empty: loopback names only when bound
+    /// to a loopback address, any name otherwise (see `http::host`). Probes are exempt.
+    #[serde(default, deserialize_with = "list_or_csv")]
+    pub allowed_hosts: Vec<String>,
     pub limits: LimitSettings,
     /// Limits on what one `RunAgentInput` may carry (absent from a file: the defaults).
     #[serde(default)]
@@ -333,6 +338,7 @@ impl ServerSettings {
                 "server.limits.http2_max_concurrent_streams must be at least 1".into(),
             ));
         }
+        self.validate_allowed_hosts()?;
         if self.max_stream_buffer_bytes < 1024 {
             return Err(SettingsError::Invalid(format!(
                 "server.max_stream_buffer_bytes must be at least 1024, not {}",
@@ -350,6 +356,48 @@ impl ServerSettings {
                 "server.auth.tokens: a token must be non-empty printable ASCII without spaces"
                     .into(),
             ));
+        }
+        Ok(())
+    }
+
+    /// Whether the server listens on a loopback address (or `localhost`): reachable from this
+    /// machine only. A host name other than `localhost` counts as not loopback, since what it
+    /// resolves to is not known here.
+    pub fn binds_loopback(&self) -> bool {
+        let host = self.host.trim();
+        let host = host
+            .strip_prefix('[')
+            .and_then(|h| h.strip_suffix(']'))
+            .unwrap_or(host);
+        host.eq_ignore_ascii_case("localhost")
+            || host
+                .parse::<std::net::IpAddr>()
+                .is_ok_and(|ip| ip.is_loopback())
+    }
+
+    /// `server.allowed_hosts`: `*` alone, or names a `Host` header can carry (no scheme, no
+    /// port, no path), each optionally `*.`-prefixed.
+    fn validate_allowed_hosts(&self) -> Result<(), SettingsError> {
+        let hosts = &self.allowed_hosts;
+        if hosts.iter().any(|h| h == "*") && hosts.len() > 1 {
+            return Err(SettingsError::Invalid(
+                "server.allowed_hosts: `*` cannot be combined with other names".into(),
+            ));
+        }
+        for host in hosts.iter().filter(|h| *h != "*") {
+            let name = host.strip_prefix("*.").unwrap_or(host);
+            let bracketed = name.starts_with('[') && name.ends_with(']');
+            let valid = !name.is_empty()
+                && (bracketed
+                    || name
+                        .bytes()
+                        .all(|b| b.is_ascii_alphanumeric() || b"-._".contains(&b)));
+            if !valid {
+                return Err(SettingsError::Invalid(format!(
+                    "server.allowed_hosts: `{host}` is not a host name like app.example.com, \
+                     *.example.com, 10.0.0.5 or [::1] (no scheme, no port)"
+                )));
+            }
         }
         Ok(())
     }

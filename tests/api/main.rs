@@ -31,6 +31,7 @@ mod examples;
 mod health;
 mod history;
 mod hostile_input;
+mod hosts;
 mod limits;
 mod mcp;
 mod metrics;

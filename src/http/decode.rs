@@ -3,9 +3,12 @@
 //! Before any handler, [`read_body_in_time`] refuses a POST that is not
 //! `Content-Type: application/json` with 415 (a web page can send a cross-origin `text/plain`
 //! POST without a preflight; a JSON one needs a preflight, which a server without CORS refuses,
-//! so no page can start a run), and reads the whole body within
+//! so no page can start a run). That holds for a POST without a body too
+//! (`/<agent>/runs/<runId>/stop`): a body-less POST is a "simple request" a page on any origin
+//! may send, and could stop anyone's run. It then reads the whole body within
 //! `server.body_read_timeout_secs` (408 `body_timeout` otherwise), so a client dribbling its body
-//! cannot hold a connection and a task for ever. A JSON syntax error is 400 `invalid_json`, a well-formed body of the wrong shape 422
+//! cannot hold a connection and a task for ever. A JSON syntax error is 400 `invalid_json`, a
+//! well-formed body of the wrong shape 422
 //! `invalid_request`, a body over `server.body_limit_bytes` 413, and a valid input over one of
 //! `server.input_limits` 422 with a code naming that limit; media parts are checked too
 //! (`decode/media.rs`).
@@ -65,8 +68,8 @@ pub(super) async fn read_body_in_time(
     request: Request,
     next: Next,
 ) -> Response {
-    // A POST without a body (`/<agent>/runs/<runId>/stop`) has no content type to check.
-    if request.method() == Method::POST && !http_body::Body::is_end_stream(request.body()) {
+    // Every POST, with or without a body: the content type is what makes a browser ask first.
+    if request.method() == Method::POST {
         if let Err(refusal) = require_json(request.headers()) {
             return refusal.into_response();
         }
@@ -92,8 +95,8 @@ pub(super) async fn read_body_in_time(
         .await
 }
 
-/// A run's body must be declared JSON: `application/json`, parameters (`charset=utf-8`) and
-/// letter case aside.
+/// A POST must be declared JSON: `application/json`, parameters (`charset=utf-8`) and letter
+/// case aside; a stop without a body too.
 fn require_json(headers: &HeaderMap) -> Result<(), ApiError> {
     let declared = headers
         .get(header::CONTENT_TYPE)
@@ -109,10 +112,13 @@ fn require_json(headers: &HeaderMap) -> Result<(), ApiError> {
         "unsupported_media_type",
         match declared {
             Some(declared) => format!(
-                "POST a RunAgentInput with `Content-Type: application/json`, not `{}`",
+                "POST with `Content-Type: application/json` (a RunAgentInput, or nothing to \
+                 stop a run), not `{}`",
                 declared.chars().take(64).collect::<String>()
             ),
-            None => "POST a RunAgentInput with `Content-Type: application/json`".to_owned(),
+            None => "POST with `Content-Type: application/json` (a RunAgentInput, or nothing \
+                     to stop a run)"
+                .to_owned(),
         },
     ))
 }
@@ -195,13 +201,6 @@ fn check_input_limits(input: &RunAgentInput, limits: &InputLimitSettings) -> Res
             limits.max_id_bytes,
         ),
         (
-            "too_many_resume_entries",
-            "resume entries",
-            input.resume.len(),
-            "max_resume_entries",
-            limits.max_resume_entries,
-        ),
-        (
             "id_too_long",
             "bytes in its longest message id, tool-call id or toolCallId",
             message_ids(&input.messages)
@@ -239,6 +238,13 @@ fn check_input_limits(input: &RunAgentInput, limits: &InputLimitSettings) -> Res
             input.forwarded_props.as_ref().map_or(0, json_len),
             "max_forwarded_props_bytes",
             limits.max_forwarded_props_bytes,
+        ),
+        (
+            "too_many_resume_entries",
+            "resume entries",
+            input.resume.len(),
+            "max_resume_entries",
+            limits.max_resume_entries,
         ),
         (
             "resume_too_large",

@@ -772,6 +772,7 @@ impl Settings {
             validate_agent(name, agent)?;
         }
         self.validate_approval_keys()?;
+        self.validate_production_access()?;
         let read_buffer = self.llm.read_buffer_bytes;
         if read_buffer != 0
             && !(MIN_READ_BUFFER_BYTES..=MAX_READ_BUFFER_BYTES).contains(&read_buffer)
@@ -790,6 +791,27 @@ impl Settings {
             ));
         }
         Ok(())
+    }
+
+    /// In production, a server others can reach must know who calls it: tokens, or a trusted
+    /// proxy in front that authenticates every request and names the user in
+    /// `threads.scope_header` (the proxy then owns authentication; it must also overwrite any
+    /// copy of that header a client sends). On a loopback address only this machine can call.
+    fn validate_production_access(&self) -> Result<(), SettingsError> {
+        if self.security.mode != RunMode::Production
+            || self.server.binds_loopback()
+            || !self.server.auth.tokens.is_empty()
+            || !self.threads.scope_header.trim().is_empty()
+        {
+            return Ok(());
+        }
+        Err(SettingsError::Invalid(format!(
+            "security.mode = \"production\" listens on {} (not a loopback address) with no \
+             authentication: set server.auth.tokens (APP_SERVER__AUTH__TOKENS, comma-separated), \
+             or threads.scope_header behind a proxy that authenticates every request; otherwise \
+             anyone who reaches the port can run the agents and read the threads",
+            self.server.host
+        )))
     }
 
     /// In production, agents with tools that need approval need real approval keys.

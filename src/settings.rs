@@ -540,7 +540,8 @@ impl fmt::Debug for LlmSettings {
             .collect();
         f.debug_struct("LlmSettings")
             .field("provider", &self.provider)
-            .field("base_url", &self.base_url)
+            // A base URL may carry a password or a key in its query.
+            .field("base_url", &crate::text::redact_url(&self.base_url))
             .field(
                 "api_key",
                 &if self.api_key.is_empty() {

@@ -338,3 +338,29 @@ fn production_mode_refuses_to_listen_on_every_interface_without_authentication()
     }
 }
 
+/// A base URL may carry a password or a key in its query (Azure-style gateways, `?api-key=`):
+/// check-config prints where the model is without them, and the Redis URL likewise.
+#[test]
+fn check_config_redacts_the_secrets_of_the_urls_it_prints() {
+    let file = ConfigFile::new(
+        "secret-urls",
+        r#"
+[llm]
+base_url = "https://gateway-user:hunter2-password@llm.example.com/v1?api-key=sk-query-secret&region=eu"
+api_key = "sk-configured"
+
+[threads]
+store = "redis"
+redis_url = "redis://:redis-password-42@redis.internal:6379/0"
+"#,
+    );
+    let output = check_config(file.path());
+    assert!(output.status.success(), "{}", stderr(&output));
+    let report = stdout(&output);
+    for secret in ["hunter2-password", "sk-query-secret", "redis-password-42"] {
+        assert!(!report.contains(secret), "{secret} printed in:\n{report}");
+    }
+    for shown in ["llm.example.com/v1", "region=eu", "redis.internal:6379"] {
+        assert!(report.contains(shown), "{shown} in:\n{report}");
+    }
+}

@@ -282,6 +282,9 @@ fn server_settings(
     settings.server.port = 0;
     // The default of 128 would refuse most of the load with 503: room for every run.
     settings.server.limits.max_concurrent_runs = options.runs + 16;
+    // Each run is a connection of its own (and a reconnect another): more than the default
+    // bound on open connections.
+    settings.server.limits.max_connections = 2 * options.runs + 16;
     settings.llm.provider = LlmProvider::Openai;
     settings.llm.base_url = format!("http://{upstream}/v1");
     settings.llm.api_key = "load-test".into();

@@ -88,6 +88,7 @@ for replica in $(seq 1 "$replicas"); do
     APP_LLM__PROVIDER=openai OPENAI_BASE_URL="$upstream" OPENAI_API_KEY=load-test \
     APP_LLM__MAX_RETRIES=0 APP_TELEMETRY__LOG_FILTER=warn \
     APP_SERVER__LIMITS__MAX_CONCURRENT_RUNS=$((runs + 64)) \
+    APP_SERVER__LIMITS__MAX_CONNECTIONS=$((2 * runs + 64)) \
     APP_THREADS__STORE="$store" ${redis_url:+APP_THREADS__REDIS_URL="$redis_url"} \
     "$bin" serve >"$work/replica$replica.log" 2>&1 &
   started+=($!)

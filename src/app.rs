@@ -67,6 +67,7 @@ pub struct App {
     offline: bool,
     shutdown: Shutdown,
     shutdown_grace: Duration,
+    connections: http::ConnectionLimits,
     metrics: Arc<Metrics>,
     mcp: McpServers,
 }
@@ -142,6 +143,7 @@ impl App {
             shutdown,
             // Validated finite and non-negative by `Settings::validate`.
             shutdown_grace: Duration::from_secs_f64(settings.server.shutdown_grace_secs),
+            connections: http::ConnectionLimits::new(&settings.server.limits),
             metrics,
             mcp,
         })
@@ -228,7 +230,7 @@ impl App {
                 let _ = signalled_tx.send(());
             }
         };
-        let connections = http::serve(self.listener, self.router, graceful);
+        let connections = http::serve(self.listener, self.router, self.connections, graceful);
         // Done once the connections are closed and the runs driven by their own tasks (and
         // the saves of threads whose client left) have ended too.
         let tasks = stages.clone();

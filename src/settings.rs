@@ -77,6 +77,26 @@ fn default_body_read_timeout_secs() -> f64 {
     30.0
 }
 
+fn default_max_connections() -> usize {
+    512
+}
+
+fn default_header_read_timeout_secs() -> f64 {
+    30.0
+}
+
+fn default_http2_keep_alive_interval_secs() -> f64 {
+    20.0
+}
+
+fn default_http2_keep_alive_timeout_secs() -> f64 {
+    20.0
+}
+
+fn default_http2_max_concurrent_streams() -> u32 {
+    128
+}
+
 /// The shape of `config/demo.toml`: agents only.
 #[derive(Deserialize)]
 struct DemoAgents {
@@ -106,6 +126,11 @@ pub struct ServerSettings {
     /// code `client_too_slow` and the model's stream is closed. Fractions are allowed.
     #[serde(default = "default_slow_client_timeout_secs")]
     pub slow_client_timeout_secs: f64,
+    /// Host names (`Host` / `:authority`, port aside) the server answers: exact names,
+    /// `*.example.com` for subdomains, `["*"]` for any. Empty: loopback names only when bound
+    /// to a loopback address, any name otherwise (see `http::host`). Probes are exempt.
+    #[serde(default, deserialize_with = "list_or_csv")]
+    pub allowed_hosts: Vec<String>,
     pub limits: LimitSettings,
     /// Limits on what one `RunAgentInput` may carry (absent from a file: the defaults).
     #[serde(default)]
@@ -125,6 +150,24 @@ pub struct LimitSettings {
     /// Longest one run may stream; 0 = no limit. Then it ends with `RUN_ERROR` `run_deadline`.
     /// Fractions are allowed.
     pub run_deadline_secs: f64,
+    /// Most connections open at once; 0 = no limit. A connection over it is closed as soon as
+    /// it is accepted (see `http::serve`).
+    #[serde(default = "default_max_connections")]
+    pub max_connections: usize,
+    /// Seconds a connection may take to deliver its first request (from the accept, whatever
+    /// the HTTP version, even with no byte at all), and an HTTP/1 connection each later
+    /// request head; then it is closed. Fractions are allowed; must be above 0.
+    #[serde(default = "default_header_read_timeout_secs")]
+    pub header_read_timeout_secs: f64,
+    /// Seconds between HTTP/2 keep-alive pings; 0 = none. A connection whose peer does not
+    /// answer a ping within `http2_keep_alive_timeout_secs` is closed.
+    #[serde(default = "default_http2_keep_alive_interval_secs")]
+    pub http2_keep_alive_interval_secs: f64,
+    #[serde(default = "default_http2_keep_alive_timeout_secs")]
+    pub http2_keep_alive_timeout_secs: f64,
+    /// Most requests (streams) one HTTP/2 connection may have open at once.
+    #[serde(default = "default_http2_max_concurrent_streams")]
+    pub http2_max_concurrent_streams: u32,
 }
 
 /// Limits on one request's content, each refused before any stream with a 422 naming it.
@@ -144,9 +187,17 @@ pub struct InputLimitSettings {
     pub max_context_entries: usize,
     /// Most bytes of `context` descriptions and values together (`context_too_large`).
     pub max_context_bytes: usize,
-    /// Longest `threadId`, `runId` or `parentRunId` in bytes (`id_too_long`): they go on every
-    /// log line of the run and into tool requests.
+    /// Longest id in bytes (`id_too_long`): `threadId`, `runId`, `parentRunId`, every
+    /// message's `id`, every tool call's `id` and every tool message's `toolCallId`. They go on
+    /// log lines, into tool requests and into the stored thread.
     pub max_id_bytes: usize,
+    /// Most tool calls in one assistant message (`too_many_tool_calls`).
+    pub max_tool_calls_per_message: usize,
+    /// Most bytes of `metadata` (as JSON) across all messages, their tool calls and content
+    /// parts (`metadata_too_large`): stored with the thread, never sent to the model.
+    pub max_metadata_bytes: usize,
+    /// Most bytes of `forwardedProps` as JSON (`forwarded_props_too_large`).
+    pub max_forwarded_props_bytes: usize,
     /// Most entries in `resume` (`too_many_resume_entries`).
     pub max_resume_entries: usize,
     /// Most bytes of `resume` interrupt ids and payloads together (`resume_too_large`).
@@ -171,6 +222,9 @@ impl Default for InputLimitSettings {
             max_context_entries: 100,
             max_context_bytes: 256 * 1024,
             max_id_bytes: 256,
+            max_tool_calls_per_message: 128,
+            max_metadata_bytes: 256 * 1024,
+            max_forwarded_props_bytes: 64 * 1024,
             max_resume_entries: 64,
             max_resume_bytes: 256 * 1024,
             max_media_parts: 32,
@@ -255,6 +309,36 @@ impl ServerSettings {
                 self.slow_client_timeout_secs
             )));
         }
+        let limits = &self.limits;
+        for (key, secs) in [
+            (
+                "server.limits.header_read_timeout_secs",
+                limits.header_read_timeout_secs,
+            ),
+            (
+                "server.limits.http2_keep_alive_timeout_secs",
+                limits.http2_keep_alive_timeout_secs,
+            ),
+        ] {
+            if !(secs > 0.0 && secs <= 1e9) {
+                return Err(SettingsError::Invalid(format!(
+                    "{key} must be a number of seconds above 0 and at most 1e9, not {secs}"
+                )));
+            }
+        }
+        let interval = limits.http2_keep_alive_interval_secs;
+        if !(0.0..=1e9).contains(&interval) {
+            return Err(SettingsError::Invalid(format!(
+                "server.limits.http2_keep_alive_interval_secs must be a number of seconds \
+                 between 0 (no pings) and 1e9, not {interval}"
+            )));
+        }
+        if limits.http2_max_concurrent_streams == 0 {
+            return Err(SettingsError::Invalid(
+                "server.limits.http2_max_concurrent_streams must be at least 1".into(),
+            ));
+        }
+        self.validate_allowed_hosts()?;
         if self.max_stream_buffer_bytes < 1024 {
             return Err(SettingsError::Invalid(format!(
                 "server.max_stream_buffer_bytes must be at least 1024, not {}",
@@ -272,6 +356,48 @@ impl ServerSettings {
                 "server.auth.tokens: a token must be non-empty printable ASCII without spaces"
                     .into(),
             ));
+        }
+        Ok(())
+    }
+
+    /// Whether the server listens on a loopback address (or `localhost`): reachable from this
+    /// machine only. A host name other than `localhost` counts as not loopback, since what it
+    /// resolves to is not known here.
+    pub fn binds_loopback(&self) -> bool {
+        let host = self.host.trim();
+        let host = host
+            .strip_prefix('[')
+            .and_then(|h| h.strip_suffix(']'))
+            .unwrap_or(host);
+        host.eq_ignore_ascii_case("localhost")
+            || host
+                .parse::<std::net::IpAddr>()
+                .is_ok_and(|ip| ip.is_loopback())
+    }
+
+    /// `server.allowed_hosts`: `*` alone, or names a `Host` header can carry (no scheme, no
+    /// port, no path), each optionally `*.`-prefixed.
+    fn validate_allowed_hosts(&self) -> Result<(), SettingsError> {
+        let hosts = &self.allowed_hosts;
+        if hosts.iter().any(|h| h == "*") && hosts.len() > 1 {
+            return Err(SettingsError::Invalid(
+                "server.allowed_hosts: `*` cannot be combined with other names".into(),
+            ));
+        }
+        for host in hosts.iter().filter(|h| *h != "*") {
+            let name = host.strip_prefix("*.").unwrap_or(host);
+            let bracketed = name.starts_with('[') && name.ends_with(']');
+            let valid = !name.is_empty()
+                && (bracketed
+                    || name
+                        .bytes()
+                        .all(|b| b.is_ascii_alphanumeric() || b"-._".contains(&b)));
+            if !valid {
+                return Err(SettingsError::Invalid(format!(
+                    "server.allowed_hosts: `{host}` is not a host name like app.example.com, \
+                     *.example.com, 10.0.0.5 or [::1] (no scheme, no port)"
+                )));
+            }
         }
         Ok(())
     }
@@ -414,7 +540,8 @@ impl fmt::Debug for LlmSettings {
             .collect();
         f.debug_struct("LlmSettings")
             .field("provider", &self.provider)
-            .field("base_url", &self.base_url)
+            // A base URL may carry a password or a key in its query.
+            .field("base_url", &crate::text::redact_url(&self.base_url))
             .field(
                 "api_key",
                 &if self.api_key.is_empty() {
@@ -646,6 +773,7 @@ impl Settings {
             validate_agent(name, agent)?;
         }
         self.validate_approval_keys()?;
+        self.validate_production_access()?;
         let read_buffer = self.llm.read_buffer_bytes;
         if read_buffer != 0
             && !(MIN_READ_BUFFER_BYTES..=MAX_READ_BUFFER_BYTES).contains(&read_buffer)
@@ -664,6 +792,27 @@ impl Settings {
             ));
         }
         Ok(())
+    }
+
+    /// In production, a server others can reach must know who calls it: tokens, or a trusted
+    /// proxy in front that authenticates every request and names the user in
+    /// `threads.scope_header` (the proxy then owns authentication; it must also overwrite any
+    /// copy of that header a client sends). On a loopback address only this machine can call.
+    fn validate_production_access(&self) -> Result<(), SettingsError> {
+        if self.security.mode != RunMode::Production
+            || self.server.binds_loopback()
+            || !self.server.auth.tokens.is_empty()
+            || !self.threads.scope_header.trim().is_empty()
+        {
+            return Ok(());
+        }
+        Err(SettingsError::Invalid(format!(
+            "security.mode = \"production\" listens on {} (not a loopback address) with no \
+             authentication: set server.auth.tokens (APP_SERVER__AUTH__TOKENS, comma-separated), \
+             or threads.scope_header behind a proxy that authenticates every request; otherwise \
+             anyone who reaches the port can run the agents and read the threads",
+            self.server.host
+        )))
     }
 
     /// In production, agents with tools that need approval need real approval keys.

@@ -1,6 +1,7 @@
 //! Text helpers shared by the server, the model client and the terminal client: fresh ids,
-//! digests that name stored things, and cutting text for a log line, an error message or a
-//! preview without splitting a character. A leaf: it uses nothing else of the crate.
+//! digests that name stored things, cutting text for a log line, an error message or a
+//! preview without splitting a character, and URLs with their secrets redacted for printing.
+//! A leaf: it uses nothing else of the crate.
 
 use sha2::{Digest, Sha256};
 
@@ -40,9 +41,122 @@ pub fn truncate_chars(text: &str, max: usize) -> String {
     }
 }
 
+/// What a redacted secret reads as.
+const REDACTED: &str = "redacted";
+
+/// Query parameters whose value is a secret, by a part of their name (compared in lower case):
+/// `api-key`, `key`, `access_token`, `sig`, `X-Amz-Signature`, `password`, `client_secret`...
+const SECRET_QUERY_PARTS: &[&str] = &[
+    "key",
+    "token",
+    "secret",
+    "password",
+    "passwd",
+    "pwd",
+    "sig",
+    "auth",
+    "credential",
+    "session",
+    "code",
+];
+
+/// `url` fit to print: the userinfo's password (or a lone username, often a token such as
+/// `https://<token>@host`) replaced, and the value of every secret-looking query parameter
+/// (see [`SECRET_QUERY_PARTS`]) and any fragment replaced too. Other parameters stay, so the
+/// printed URL still says where it points. Text that is not a URL is cut before any `@` and any
+/// `?`, which is where a secret would be.
+pub fn redact_url(url: &str) -> String {
+    let Ok(mut parsed) = url::Url::parse(url.trim()) else {
+        return redact_unparsed(url);
+    };
+    if parsed.password().is_some() {
+        let _ = parsed.set_password(Some(REDACTED));
+    } else if !parsed.username().is_empty() {
+        let _ = parsed.set_username(REDACTED);
+    }
+    if parsed.query().is_some() {
+        let pairs: Vec<(String, String)> = parsed
+            .query_pairs()
+            .map(|(name, value)| {
+                let lower = name.to_ascii_lowercase();
+                let secret = SECRET_QUERY_PARTS.iter().any(|part| lower.contains(part));
+                let value = if secret {
+                    REDACTED.to_owned()
+                } else {
+                    value.into_owned()
+                };
+                (name.into_owned(), value)
+            })
+            .collect();
+        parsed.query_pairs_mut().clear().extend_pairs(pairs);
+    }
+    if parsed.fragment().is_some() {
+        parsed.set_fragment(Some(REDACTED));
+    }
+    parsed.to_string()
+}
+
+/// The scheme and host of text that does not parse as a URL, without userinfo and query.
+fn redact_unparsed(text: &str) -> String {
+    let (scheme, rest) = match text.split_once("://") {
+        Some((scheme, rest)) => (format!("{scheme}://"), rest),
+        None => (String::new(), text),
+    };
+    let rest = match rest.rsplit_once('@') {
+        Some((_, host)) => format!("{REDACTED}@{host}"),
+        None => rest.to_owned(),
+    };
+    let rest = match rest.split_once('?') {
+        Some((before, _)) => format!("{before}?{REDACTED}"),
+        None => rest,
+    };
+    format!("{scheme}{rest}")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_url_keeps_where_it_points_and_loses_its_secrets() {
+        for (url, printed) in [
+            (
+                "https://user:hunter2@llm.example.com/v1?api-key=sk-1&region=eu",
+                "https://user:redacted@llm.example.com/v1?api-key=redacted&region=eu",
+            ),
+            (
+                "redis://:pa%40ss@redis.internal:6379/0",
+                "redis://:redacted@redis.internal:6379/0",
+            ),
+            (
+                "https://ghp_token@gateway.example/v1",
+                "https://redacted@gateway.example/v1",
+            ),
+            (
+                "https://x.example/v1?key=a&sig=b&access_token=c&X-Amz-Signature=d&deployment=gpt",
+                "https://x.example/v1?key=redacted&sig=redacted&access_token=redacted&\
+                 X-Amz-Signature=redacted&deployment=gpt",
+            ),
+            ("http://localhost:11434/v1", "http://localhost:11434/v1"),
+            (
+                "https://x.example/#token=abc",
+                "https://x.example/#redacted",
+            ),
+        ] {
+            assert_eq!(redact_url(url), printed, "{url}");
+        }
+    }
+
+    #[test]
+    fn text_that_is_not_a_url_is_cut_at_its_userinfo_and_query() {
+        let printed = redact_url("redis://us er:secret@host:6379?password=x y");
+        assert!(
+            !printed.contains("secret") && !printed.contains("x y"),
+            "{printed}"
+        );
+        assert!(printed.contains("host:6379"), "{printed}");
+        assert_eq!(redact_url("not a url"), "not a url");
+    }
 
     #[test]
     fn ids_are_fresh_and_keep_their_prefix() {

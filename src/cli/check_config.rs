@@ -7,9 +7,10 @@ use std::fmt::Write as _;
 use std::process::ExitCode;
 
 use agui_host::settings::{
-    AgentSettings, ApprovalPolicySetting, FixedApproval, ToolKindSettings, ToolNameClash,
-    ToolSettings, ToolStateSource,
+    AgentSettings, ApprovalPolicySetting, FixedApproval, ThreadStoreKind, ToolKindSettings,
+    ToolNameClash, ToolSettings, ToolStateSource,
 };
+use agui_host::text::redact_url;
 use agui_host::{App, Settings};
 
 use super::SettingsArgs;
@@ -54,13 +55,25 @@ fn report(settings: &Settings) -> String {
         settings.server.host,
         settings.server.port
     );
+    // URLs are printed with their secrets (a password, an `api-key` in the query) redacted:
+    // this report ends up in terminals, CI logs and issues.
     let model = match settings.llm.base_url.as_str() {
         "" => settings.llm.model.clone(),
-        base_url => format!("{} at {base_url}", settings.llm.model),
+        base_url => format!("{} at {}", settings.llm.model, redact_url(base_url)),
     };
     // The provider names are single words, so the lowercase Debug name is the configured one.
     let provider = format!("{:?}", settings.llm.effective_provider()).to_ascii_lowercase();
     let _ = writeln!(out, "model: {model} (provider: {provider})");
+    let threads = &settings.threads;
+    let _ = match threads.store {
+        ThreadStoreKind::Off => writeln!(out, "threads: not kept"),
+        ThreadStoreKind::Memory => writeln!(out, "threads: kept in memory"),
+        ThreadStoreKind::Redis => writeln!(
+            out,
+            "threads: kept in Redis at {}",
+            redact_url(&threads.redis_url)
+        ),
+    };
     for (name, agent) in &settings.agents {
         let _ = writeln!(out);
         describe_agent(&mut out, name, agent, name == &settings.default_agent);

@@ -3,9 +3,12 @@
 //! Before any handler, [`read_body_in_time`] refuses a POST that is not
 //! `Content-Type: application/json` with 415 (a web page can send a cross-origin `text/plain`
 //! POST without a preflight; a JSON one needs a preflight, which a server without CORS refuses,
-//! so no page can start a run), and reads the whole body within
+//! so no page can start a run). That holds for a POST without a body too
+//! (`/<agent>/runs/<runId>/stop`): a body-less POST is a "simple request" a page on any origin
+//! may send, and could stop anyone's run. It then reads the whole body within
 //! `server.body_read_timeout_secs` (408 `body_timeout` otherwise), so a client dribbling its body
-//! cannot hold a connection and a task for ever. A JSON syntax error is 400 `invalid_json`, a well-formed body of the wrong shape 422
+//! cannot hold a connection and a task for ever. A JSON syntax error is 400 `invalid_json`, a
+//! well-formed body of the wrong shape 422
 //! `invalid_request`, a body over `server.body_limit_bytes` 413, and a valid input over one of
 //! `server.input_limits` 422 with a code naming that limit; media parts are checked too
 //! (`decode/media.rs`).
@@ -31,7 +34,7 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
 use super::ApiError;
-use crate::protocol::{Content, ContentPart, Message, RunAgentInput};
+use crate::protocol::{Content, ContentPart, Message, RunAgentInput, ToolCall};
 use crate::settings::InputLimitSettings;
 
 mod media;
@@ -65,8 +68,8 @@ pub(super) async fn read_body_in_time(
     request: Request,
     next: Next,
 ) -> Response {
-    // A POST without a body (`/<agent>/runs/<runId>/stop`) has no content type to check.
-    if request.method() == Method::POST && !http_body::Body::is_end_stream(request.body()) {
+    // Every POST, with or without a body: the content type is what makes a browser ask first.
+    if request.method() == Method::POST {
         if let Err(refusal) = require_json(request.headers()) {
             return refusal.into_response();
         }
@@ -92,8 +95,8 @@ pub(super) async fn read_body_in_time(
         .await
 }
 
-/// A run's body must be declared JSON: `application/json`, parameters (`charset=utf-8`) and
-/// letter case aside.
+/// A POST must be declared JSON: `application/json`, parameters (`charset=utf-8`) and letter
+/// case aside; a stop without a body too.
 fn require_json(headers: &HeaderMap) -> Result<(), ApiError> {
     let declared = headers
         .get(header::CONTENT_TYPE)
@@ -109,10 +112,13 @@ fn require_json(headers: &HeaderMap) -> Result<(), ApiError> {
         "unsupported_media_type",
         match declared {
             Some(declared) => format!(
-                "POST a RunAgentInput with `Content-Type: application/json`, not `{}`",
+                "POST with `Content-Type: application/json` (a RunAgentInput, or nothing to \
+                 stop a run), not `{}`",
                 declared.chars().take(64).collect::<String>()
             ),
-            None => "POST a RunAgentInput with `Content-Type: application/json`".to_owned(),
+            None => "POST with `Content-Type: application/json` (a RunAgentInput, or nothing \
+                     to stop a run)"
+                .to_owned(),
         },
     ))
 }
@@ -195,6 +201,45 @@ fn check_input_limits(input: &RunAgentInput, limits: &InputLimitSettings) -> Res
             limits.max_id_bytes,
         ),
         (
+            "id_too_long",
+            "bytes in its longest message id, tool-call id or toolCallId",
+            message_ids(&input.messages)
+                .map(str::len)
+                .max()
+                .unwrap_or(0),
+            "max_id_bytes",
+            limits.max_id_bytes,
+        ),
+        (
+            "too_many_tool_calls",
+            "tool calls in one message",
+            input
+                .messages
+                .iter()
+                .map(|message| match message {
+                    Message::Assistant(m) => m.tool_calls.len(),
+                    _ => 0,
+                })
+                .max()
+                .unwrap_or(0),
+            "max_tool_calls_per_message",
+            limits.max_tool_calls_per_message,
+        ),
+        (
+            "metadata_too_large",
+            "bytes of message, tool-call and content-part metadata",
+            metadata_bytes(&input.messages),
+            "max_metadata_bytes",
+            limits.max_metadata_bytes,
+        ),
+        (
+            "forwarded_props_too_large",
+            "bytes of forwardedProps",
+            input.forwarded_props.as_ref().map_or(0, json_len),
+            "max_forwarded_props_bytes",
+            limits.max_forwarded_props_bytes,
+        ),
+        (
             "too_many_resume_entries",
             "resume entries",
             input.resume.len(),
@@ -231,16 +276,95 @@ fn ids(input: &RunAgentInput) -> impl Iterator<Item = &str> {
         .filter_map(|id| id.as_deref())
 }
 
-/// Ids go on log lines as they are: a control character (a newline) could forge one.
+/// Every message's id, its tool calls' ids, and a tool message's `toolCallId`.
+fn message_ids(messages: &[Message]) -> impl Iterator<Item = &str> {
+    messages.iter().flat_map(|message| {
+        let (calls, answered): (&[ToolCall], _) = match message {
+            Message::Assistant(m) => (&m.tool_calls, None),
+            Message::Tool(m) => (&[], Some(m.tool_call_id.as_str())),
+            _ => (&[], None),
+        };
+        std::iter::once(message.id())
+            .chain(calls.iter().map(|call| call.id.as_str()))
+            .chain(answered)
+    })
+}
+
+/// Ids go on log lines as they are (the run's on every line, a tool call's on its span and on
+/// history repairs): a control character (a newline) could forge one.
 fn check_ids(input: &RunAgentInput) -> Result<(), ApiError> {
-    if ids(input).any(|id| id.chars().any(char::is_control)) {
-        return Err(ApiError::new(
+    let has_control = |id: &str| id.chars().any(char::is_control);
+    let refuse = |which: &str| {
+        Err(ApiError::new(
             StatusCode::UNPROCESSABLE_ENTITY,
             "invalid_id",
-            "threadId, runId and parentRunId must not contain control characters",
-        ));
+            format!("{which} must not contain control characters"),
+        ))
+    };
+    if ids(input).any(has_control) {
+        return refuse("threadId, runId and parentRunId");
+    }
+    if message_ids(&input.messages).any(has_control) {
+        return refuse("message ids, tool-call ids and toolCallId");
     }
     Ok(())
+}
+
+/// Bytes of `value` written as compact JSON, counted without building the text.
+fn json_len(value: &impl serde::Serialize) -> usize {
+    struct Count(usize);
+    impl std::io::Write for Count {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            self.0 = self.0.saturating_add(bytes.len());
+            Ok(bytes.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut count = Count(0);
+    // Serializing a `Value` into a writer that never fails cannot fail.
+    let _ = serde_json::to_writer(&mut count, value);
+    count.0
+}
+
+/// Bytes of `metadata` as JSON across the messages, their tool calls and their content parts:
+/// none of it reaches the model (so `content_bytes` leaves it out), all of it is stored with
+/// the thread.
+fn metadata_bytes(messages: &[Message]) -> usize {
+    fn parts(content: &Content) -> usize {
+        match content {
+            Content::Text(_) => 0,
+            Content::Parts(parts) => parts
+                .iter()
+                .map(|part| match part {
+                    ContentPart::Text { metadata, .. } => metadata.as_ref().map_or(0, json_len),
+                    ContentPart::Image(media)
+                    | ContentPart::Audio(media)
+                    | ContentPart::Video(media)
+                    | ContentPart::Document(media) => media.metadata.as_ref().map_or(0, json_len),
+                    ContentPart::Binary { .. } | ContentPart::Unknown => 0,
+                })
+                .fold(0, usize::saturating_add),
+        }
+    }
+    messages
+        .iter()
+        .map(|message| {
+            let own = message.metadata().map_or(0, json_len);
+            let inner = match message {
+                Message::Assistant(m) => m
+                    .tool_calls
+                    .iter()
+                    .map(|call| call.metadata.as_ref().map_or(0, json_len))
+                    .fold(0, usize::saturating_add),
+                Message::User(m) => parts(&m.content),
+                Message::Tool(m) => parts(&m.content),
+                _ => 0,
+            };
+            own.saturating_add(inner)
+        })
+        .fold(0, usize::saturating_add)
 }
 
 fn resume_bytes(input: &RunAgentInput) -> usize {

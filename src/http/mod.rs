@@ -13,13 +13,15 @@
 //! `/metrics`), `limits` (run slots, deadline, shutdown), `auth` (tokens), `cors`, `discovery`
 //! (`/agents` and `/<agent>/capabilities`), `threads` (scope, hydrate, the save at a run's end,
 //! the thread routes), `runs` (the task that drives a logged run; reconnect and stop), `serve`
-//! (the accept loop and each connection's HTTP settings).
+//! (the accept loop, the connection bound and each connection's HTTP settings and deadlines),
+//! `host` (the `Host` allow-list against DNS rebinding).
 
 mod auth;
 mod cors;
 mod decode;
 mod discovery;
 mod error;
+mod host;
 mod limits;
 mod metrics;
 mod ops;
@@ -53,7 +55,7 @@ pub use metrics::Metrics;
 pub use ops::{McpDown, McpReport, Readiness};
 pub use run::StreamBufferLimits;
 pub use runs::{Resumable, ON_DISCONNECT_HEADER};
-pub use serve::serve;
+pub use serve::{serve, ConnectionLimits};
 
 /// The request-id header: accepted from the client (or a proxy) or generated, and returned.
 const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
@@ -112,8 +114,8 @@ pub fn router(state: AppState, settings: &Settings) -> Result<Router, SettingsEr
     let auth = auth::Auth::new(&settings.server.auth.tokens, settings.metrics.require_auth);
     // Each `.layer` wraps everything added before it, so a request meets them bottom-up:
     // request id, tracing, CORS (answers preflights before authentication, and decorates
-    // refusals so a browser can read them), rejection counting, authentication, panics, body
-    // limit, content type and body read timeout, then the handler.
+    // refusals so a browser can read them), rejection counting, the Host allow-list,
+    // authentication, panics, body limit, content type and body read timeout, then the handler.
     let body_read_timeout = Duration::from_secs_f64(settings.server.body_read_timeout_secs);
     let mut router = routes
         .fallback(not_found)
@@ -124,6 +126,10 @@ pub fn router(state: AppState, settings: &Settings) -> Result<Router, SettingsEr
         .layer(DefaultBodyLimit::max(settings.server.body_limit_bytes))
         .layer(CatchPanicLayer::custom(error::panic_response))
         .layer(middleware::from_fn_with_state(auth, auth::require_token))
+        .layer(middleware::from_fn_with_state(
+            host::HostPolicy::new(&settings.server),
+            host::require_allowed_host,
+        ))
         .layer(middleware::from_fn_with_state(
             state.clone(),
             count_rejections,

@@ -1,11 +1,29 @@
 //! The accept loop: each connection served by hyper (HTTP/1.1, and HTTP/2 without TLS) with
-//! buffers sized for this service's traffic, TCP_NODELAY, and a graceful end.
+//! buffers sized for this service's traffic, TCP_NODELAY, a bound on open connections, a
+//! deadline for a connection's first request, HTTP/2 keep-alive, and a graceful end.
 //!
 //! Hand-written rather than `axum::serve` for the HTTP/1 buffer bound: hyper's default lets a
 //! connection hold about 400 KB of response bytes for a client that reads slowly, on top of
 //! what the run itself holds for it (`server.max_stream_buffer_bytes`, see `run::outbox`).
+//!
+//! What a connection may hold without asking for anything is bounded here, since no request
+//! handler sees it:
+//! - hyper-util's auto builder reads the first bytes to pick HTTP/1 or HTTP/2, with no
+//!   deadline, and HTTP/2 has no deadline for a first request either: a socket that sends
+//!   nothing, or only the HTTP/2 preface and SETTINGS, would be held (a task, its buffers, a
+//!   file descriptor) for ever. Each connection therefore has its own timer until its first
+//!   request reaches the service (`server.limits.header_read_timeout_secs`); after that,
+//!   hyper's `header_read_timeout` bounds every HTTP/1 head (an idle keep-alive connection
+//!   too), and HTTP/2 keep-alive pings close a connection whose peer has gone.
+//! - `server.limits.max_connections` bounds them all. A connection over it is closed as soon
+//!   as it is accepted, not answered: a 503 would mean reading its request (whose HTTP version
+//!   is not even known yet) with a task and buffers per refused connection, which is what the
+//!   bound is there to save; a client, proxy or load balancer sees a closed connection and
+//!   retries elsewhere or later. The loop takes a slot without waiting (`try_acquire`), so it
+//!   never blocks, and a refusal is a close, so it never spins on its own.
 
 use std::future::Future;
+use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Router;
@@ -14,6 +32,9 @@ use hyper_util::server::conn::auto;
 use hyper_util::server::graceful::GracefulShutdown;
 use hyper_util::service::TowerToHyperService;
 use tokio::net::TcpListener;
+use tokio::sync::{Notify, Semaphore};
+
+use crate::settings::LimitSettings;
 
 /// Most bytes an HTTP/1 connection buffers in each direction: request heads (with their
 /// cookies and tokens) fit, and so do a few SSE chunks waiting for the socket.
@@ -23,19 +44,57 @@ const MAX_CONNECTION_BUFFER: usize = 64 * 1024;
 /// file descriptors, say), so it does not spin.
 const ACCEPT_ERROR_PAUSE: Duration = Duration::from_secs(1);
 
+/// What one connection may hold, from `server.limits`.
+#[derive(Debug, Clone)]
+pub struct ConnectionLimits {
+    /// Most connections open at once; `None`: no bound.
+    pub max_connections: Option<usize>,
+    /// From the accept to the first request, and for every later HTTP/1 request head.
+    pub header_read_timeout: Duration,
+    pub http2_keep_alive_interval: Option<Duration>,
+    pub http2_keep_alive_timeout: Duration,
+    pub http2_max_concurrent_streams: u32,
+}
+
+impl ConnectionLimits {
+    /// From validated settings (durations finite and positive where they must be).
+    pub fn new(limits: &LimitSettings) -> Self {
+        ConnectionLimits {
+            max_connections: Some(limits.max_connections).filter(|&n| n > 0),
+            header_read_timeout: Duration::from_secs_f64(limits.header_read_timeout_secs),
+            http2_keep_alive_interval: Some(limits.http2_keep_alive_interval_secs)
+                .filter(|&secs| secs > 0.0)
+                .map(Duration::from_secs_f64),
+            http2_keep_alive_timeout: Duration::from_secs_f64(limits.http2_keep_alive_timeout_secs),
+            http2_max_concurrent_streams: limits.http2_max_concurrent_streams,
+        }
+    }
+}
+
 /// Serves `router` on `listener` until `shutdown` completes; then stops accepting, lets each
 /// open connection finish its responses (idle keep-alive connections close at once), and
 /// returns when the last one has closed.
 pub async fn serve(
     listener: TcpListener,
     router: Router,
+    limits: ConnectionLimits,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
     let mut builder = auto::Builder::new(TokioExecutor::new());
     builder
         .http1()
         .timer(TokioTimer::new())
+        .header_read_timeout(limits.header_read_timeout)
         .max_buf_size(MAX_CONNECTION_BUFFER);
+    builder
+        .http2()
+        .timer(TokioTimer::new())
+        .keep_alive_interval(limits.http2_keep_alive_interval)
+        .keep_alive_timeout(limits.http2_keep_alive_timeout)
+        .max_concurrent_streams(limits.http2_max_concurrent_streams);
+    let slots = limits.max_connections.map(|n| Arc::new(Semaphore::new(n)));
+    // Whether the last connection was refused, so a burst over the limit logs once.
+    let mut refusing = false;
     let graceful = GracefulShutdown::new();
     tokio::pin!(shutdown);
     loop {
@@ -49,18 +108,62 @@ pub async fn serve(
             },
             () = &mut shutdown => break,
         };
+        let slot = match slots
+            .as_ref()
+            .map(|slots| Arc::clone(slots).try_acquire_owned())
+        {
+            None => None,
+            Some(Ok(slot)) => Some(slot),
+            Some(Err(_full)) => {
+                if !refusing {
+                    tracing::warn!(
+                        max_connections = limits.max_connections,
+                        "server.limits.max_connections reached: closing new connections until \
+                         one ends"
+                    );
+                }
+                refusing = true;
+                drop(tcp);
+                continue;
+            }
+        };
+        refusing = false;
         // Every SSE event is a small write: without TCP_NODELAY, Nagle's algorithm holds each
         // one back until the client's delayed ACK (about 40 ms), which stalls streams.
         if let Err(error) = tcp.set_nodelay(true) {
             tracing::debug!(%error, "could not set TCP_NODELAY");
         }
-        let service = TowerToHyperService::new(router.clone());
+        let first_request = Arc::new(Notify::new());
+        let service = NoticeRequests {
+            inner: TowerToHyperService::new(router.clone()),
+            seen: Arc::clone(&first_request),
+        };
         let connection = builder
             .serve_connection_with_upgrades(TokioIo::new(tcp), service)
             .into_owned();
         let connection = graceful.watch(connection);
+        let first_request_timeout = limits.header_read_timeout;
         tokio::spawn(async move {
-            if let Err(error) = connection.await {
+            // Held for as long as the connection is open.
+            let _slot = slot;
+            tokio::pin!(connection);
+            // `notify_one` keeps a permit, so a request that came before this wait counts.
+            let ended = tokio::select! {
+                result = &mut connection => Some(result),
+                () = first_request.notified() => None,
+                () = tokio::time::sleep(first_request_timeout) => {
+                    tracing::debug!(
+                        timeout_secs = first_request_timeout.as_secs_f64(),
+                        "closing a connection that sent no request in time"
+                    );
+                    return;
+                }
+            };
+            let result = match ended {
+                Some(result) => result,
+                None => connection.await,
+            };
+            if let Err(error) = result {
                 tracing::debug!(%error, "connection ended with an error");
             }
         });
@@ -68,6 +171,28 @@ pub async fn serve(
     drop(listener);
     graceful.shutdown().await;
     Ok(())
+}
+
+/// The service of one connection, telling the connection's task that a request has arrived
+/// (from then on the first-request deadline is over).
+#[derive(Clone)]
+struct NoticeRequests<S> {
+    inner: S,
+    seen: Arc<Notify>,
+}
+
+impl<S, R> hyper::service::Service<R> for NoticeRequests<S>
+where
+    S: hyper::service::Service<R>,
+{
+    type Response = S::Response;
+    type Error = S::Error;
+    type Future = S::Future;
+
+    fn call(&self, request: R) -> Self::Future {
+        self.seen.notify_one();
+        self.inner.call(request)
+    }
 }
 
 /// A failed accept: one connection's trouble (it was reset before we took it) is skipped;

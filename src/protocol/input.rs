@@ -92,6 +92,18 @@ impl Message {
             Message::Reasoning(m) => &m.id,
         }
     }
+
+    /// The message's own `metadata` (not its tool calls' or content parts').
+    pub fn metadata(&self) -> Option<&Map<String, Value>> {
+        match self {
+            Message::Developer(m) | Message::System(m) => m.metadata.as_ref(),
+            Message::Assistant(m) => m.metadata.as_ref(),
+            Message::User(m) => m.metadata.as_ref(),
+            Message::Tool(m) => m.metadata.as_ref(),
+            Message::Activity(m) => m.metadata.as_ref(),
+            Message::Reasoning(m) => m.metadata.as_ref(),
+        }
+    }
 }
 
 /// `developer` and `system` messages.

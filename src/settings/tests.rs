@@ -167,6 +167,44 @@ fn unusable_ops_values_are_rejected() {
 }
 
 #[test]
+fn connection_and_host_settings_are_checked() {
+    let defaults = with_env(&[]).unwrap();
+    assert_eq!(defaults.server.limits.max_connections, 512);
+    assert!(defaults.server.allowed_hosts.is_empty());
+    assert!(defaults.server.binds_loopback());
+    let listed = with_env(&[(
+        "APP_SERVER__ALLOWED_HOSTS",
+        "agents.example.com, *.internal.example,[::1],10.0.0.5",
+    )])
+    .unwrap();
+    assert_eq!(listed.server.allowed_hosts.len(), 4);
+    for vars in [
+        &[("APP_SERVER__LIMITS__HEADER_READ_TIMEOUT_SECS", "0")][..],
+        &[("APP_SERVER__LIMITS__HTTP2_KEEP_ALIVE_TIMEOUT_SECS", "NaN")][..],
+        &[("APP_SERVER__LIMITS__HTTP2_KEEP_ALIVE_INTERVAL_SECS", "-1")][..],
+        &[("APP_SERVER__LIMITS__HTTP2_MAX_CONCURRENT_STREAMS", "0")][..],
+        &[("APP_SERVER__ALLOWED_HOSTS", "*,localhost")][..],
+        &[("APP_SERVER__ALLOWED_HOSTS", "https://agents.example.com")][..],
+        &[("APP_SERVER__ALLOWED_HOSTS", "agents.example.com:8080")][..],
+    ] {
+        assert!(with_env(vars).is_err(), "{vars:?} must be refused");
+    }
+    for (host, loopback) in [
+        ("127.0.0.1", true),
+        ("::1", true),
+        ("[::1]", true),
+        ("localhost", true),
+        ("0.0.0.0", false),
+        ("10.1.2.3", false),
+        ("agents.internal", false),
+    ] {
+        let mut settings = defaults.clone();
+        settings.server.host = host.into();
+        assert_eq!(settings.server.binds_loopback(), loopback, "{host}");
+    }
+}
+
+#[test]
 fn predictive_state_rules_are_read_per_agent_with_defaults() {
     let path = std::env::temp_dir().join(format!(
         "agui-host-settings-predict-{}.toml",

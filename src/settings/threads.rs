@@ -94,7 +94,7 @@ impl fmt::Debug for ThreadSettings {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("ThreadSettings")
             .field("store", &self.store)
-            .field("redis_url", &"[redacted]")
+            .field("redis_url", &crate::text::redact_url(&self.redis_url))
             .field("ttl_secs", &self.ttl_secs)
             .field("max_threads", &self.max_threads)
             .field("max_bytes", &self.max_bytes)

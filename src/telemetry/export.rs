@@ -192,7 +192,7 @@ pub(super) fn init_with_export(
     }
     EXPORTING.store(true, Ordering::Relaxed);
     tracing::info!(
-        endpoint = %config.endpoint,
+        endpoint = %crate::text::redact_url(&config.endpoint),
         protocol = ?config.protocol,
         "OpenTelemetry trace export on"
     );

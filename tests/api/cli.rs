@@ -277,3 +277,90 @@ fn serve_applies_the_flags_over_the_environment_and_warns_of_unknown_keys() {
     let settings = agui_host::settings::Settings::load_checked(None, &[("llm.model", "m".into())]);
     assert_eq!(settings.expect("the defaults load").0.llm.model, "m");
 }
+
+/// `security.mode = "production"` on an address others can reach, with no tokens and no
+/// trusted proxy naming the user: the server does not start, and check-config says why.
+#[test]
+fn production_mode_refuses_to_listen_on_every_interface_without_authentication() {
+    use std::time::{Duration, Instant};
+
+    let run = |args: &[&str], env: &[(&str, &str)]| {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_agui-host"))
+            .args(args)
+            .env_clear()
+            .envs(env.iter().copied())
+            .current_dir(std::env::temp_dir())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("the binary runs");
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while child.try_wait().unwrap().is_none() {
+            if Instant::now() > deadline {
+                let _ = child.kill();
+                let _ = child.wait();
+                panic!("{args:?} {env:?}: still running after 10 s");
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        child.wait_with_output().unwrap()
+    };
+    let production = [
+        ("APP_SECURITY__MODE", "production"),
+        ("HOST", "0.0.0.0"),
+        ("PORT", "0"),
+    ];
+    let served = run(&[], &production);
+    assert!(!served.status.success(), "the server refused to start");
+    let checked = run(&["check-config"], &production);
+    assert_eq!(checked.status.code(), Some(1));
+    for output in [&served, &checked] {
+        let stderr = stderr(output);
+        for text in [
+            "production",
+            "0.0.0.0",
+            "server.auth.tokens",
+            "threads.scope_header",
+        ] {
+            assert!(stderr.contains(text), "{text:?} in: {stderr}");
+        }
+    }
+    // With tokens, or a proxy that authenticates and names the user, or on loopback: valid.
+    for extra in [
+        ("APP_SERVER__AUTH__TOKENS", "a-long-enough-token"),
+        ("APP_THREADS__SCOPE_HEADER", "X-User-Id"),
+        ("HOST", "127.0.0.1"),
+    ] {
+        let mut env = production.to_vec();
+        env.push(extra);
+        let checked = run(&["check-config"], &env);
+        assert!(checked.status.success(), "{extra:?}: {}", stderr(&checked));
+    }
+}
+
+/// A base URL may carry a password or a key in its query (Azure-style gateways, `?api-key=`):
+/// check-config prints where the model is without them, and the Redis URL likewise.
+#[test]
+fn check_config_redacts_the_secrets_of_the_urls_it_prints() {
+    let file = ConfigFile::new(
+        "secret-urls",
+        r#"
+[llm]
+base_url = "https://gateway-user:hunter2-password@llm.example.com/v1?api-key=sk-query-secret&region=eu"
+api_key = "sk-configured"
+
+[threads]
+store = "redis"
+redis_url = "redis://:redis-password-42@redis.internal:6379/0"
+"#,
+    );
+    let output = check_config(file.path());
+    assert!(output.status.success(), "{}", stderr(&output));
+    let report = stdout(&output);
+    for secret in ["hunter2-password", "sk-query-secret", "redis-password-42"] {
+        assert!(!report.contains(secret), "{secret} printed in:\n{report}");
+    }
+    for shown in ["llm.example.com/v1", "region=eu", "redis.internal:6379"] {
+        assert!(report.contains(shown), "{shown} in:\n{report}");
+    }
+}

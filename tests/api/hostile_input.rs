@@ -103,7 +103,8 @@ async fn each_input_limit_is_a_422_naming_it() {
         limits.max_tools = 2;
         limits.max_context_entries = 2;
         limits.max_context_bytes = 100;
-        limits.max_id_bytes = 16;
+        // Above the helpers' message ids (42 bytes), which this limit bounds too.
+        limits.max_id_bytes = 48;
         limits.max_resume_entries = 2;
         limits.max_resume_bytes = 200;
     })
@@ -125,9 +126,9 @@ async fn each_input_limit_is_a_422_naming_it() {
     let mut over_context = input(vec![user("hi")]);
     over_context["context"] = json!([{"description": "page", "value": "v".repeat(100)}]);
     let mut over_thread_id = input(vec![user("hi")]);
-    over_thread_id["threadId"] = json!("t".repeat(17));
+    over_thread_id["threadId"] = json!("t".repeat(49));
     let mut over_run_id = input(vec![user("hi")]);
-    over_run_id["runId"] = json!("r".repeat(17));
+    over_run_id["runId"] = json!("r".repeat(49));
     let entry = |id: &str| json!({"interruptId": id, "status": "resolved", "payload": {}});
     let mut over_resume_entries = input(vec![user("hi")]);
     over_resume_entries["resume"] = json!([entry("a"), entry("b"), entry("c")]);
@@ -165,6 +166,112 @@ async fn each_input_limit_is_a_422_naming_it() {
     at_limits["tools"] = json!([client_tool("a"), client_tool("b")]);
     app.fake.push(Reply::Sse(chunks::text_reply(&["ok"])));
     let events = app.run_events("/", &at_limits).await;
+    assert_well_formed(&events);
+    assert_eq!(last(&events)["type"], "RUN_FINISHED", "{events:?}");
+}
+
+/// Message ids, tool-call ids, tool calls per message, metadata and `forwardedProps` are
+/// bounded too: each was accepted at any size once (a 1 MB id, 50,000 calls in one message,
+/// megabytes of metadata), and metadata is stored with the thread.
+#[tokio::test]
+async fn ids_tool_calls_metadata_and_forwarded_props_are_each_a_422_naming_the_limit() {
+    let app = spawn_app(|s| {
+        let limits = &mut s.server.input_limits;
+        limits.max_id_bytes = 64;
+        limits.max_tool_calls_per_message = 2;
+        limits.max_metadata_bytes = 100;
+        limits.max_forwarded_props_bytes = 100;
+    })
+    .await;
+    let long = "i".repeat(65);
+    let mut long_message_id = user("hi");
+    long_message_id["id"] = json!(long);
+    let mut metadata = user("hi");
+    metadata["metadata"] = json!({"note": "m".repeat(100)});
+    let mut call_metadata = assistant_calls(&[("c1", "f", "{}")]);
+    call_metadata["toolCalls"][0]["metadata"] = json!({"note": "m".repeat(100)});
+    let mut forwarded = input(vec![user("hi")]);
+    forwarded["forwardedProps"] = json!({"props": "p".repeat(100)});
+    let cases = [
+        (
+            "a long message id",
+            input(vec![long_message_id]),
+            "id_too_long",
+            "max_id_bytes",
+        ),
+        (
+            "a megabyte message id with a newline",
+            input(vec![
+                json!({"id": format!("{}\n", "x".repeat(1 << 20)), "role": "user", "content": "hi"}),
+            ]),
+            "id_too_long",
+            "max_id_bytes",
+        ),
+        (
+            "a long tool-call id",
+            input(vec![user("hi"), assistant_calls(&[(&long, "f", "{}")])]),
+            "id_too_long",
+            "max_id_bytes",
+        ),
+        (
+            "a long toolCallId",
+            input(vec![user("hi"), tool_result(&long, "42")]),
+            "id_too_long",
+            "max_id_bytes",
+        ),
+        (
+            "three tool calls in one message",
+            input(vec![
+                user("hi"),
+                assistant_calls(&[("c1", "f", "{}"), ("c2", "f", "{}"), ("c3", "f", "{}")]),
+            ]),
+            "too_many_tool_calls",
+            "max_tool_calls_per_message",
+        ),
+        (
+            "message metadata",
+            input(vec![metadata]),
+            "metadata_too_large",
+            "max_metadata_bytes",
+        ),
+        (
+            "tool-call metadata",
+            input(vec![user("hi"), call_metadata]),
+            "metadata_too_large",
+            "max_metadata_bytes",
+        ),
+        (
+            "forwardedProps",
+            forwarded,
+            "forwarded_props_too_large",
+            "max_forwarded_props_bytes",
+        ),
+    ];
+    for (case, body, code, key) in cases {
+        let response = app.post_run("/", &body).await;
+        assert_eq!(response.status(), 422, "{case}");
+        let error = error_body(response).await;
+        assert_eq!(error["error"]["code"], code, "{case}: {error}");
+        let message = error["error"]["message"].as_str().unwrap();
+        assert!(
+            message.contains(&format!("server.input_limits.{key}")),
+            "{case}: the message names the limit: {message}"
+        );
+    }
+    assert!(app.fake.requests().is_empty(), "nothing reached the model");
+    // At the limits: a run.
+    let mut at_limits = user("hi");
+    at_limits["id"] = json!("i".repeat(64));
+    at_limits["metadata"] = json!({"n": "m".repeat(80)});
+    let mut body = input(vec![
+        at_limits,
+        assistant_calls(&[(&"c".repeat(64), "f", "{}"), ("c2", "f", "{}")]),
+        tool_result(&"c".repeat(64), "1"),
+        tool_result("c2", "2"),
+    ]);
+    body["forwardedProps"] = json!({"props": "p".repeat(80)});
+    app.fake.push(Reply::Sse(chunks::text_reply(&["ok"])));
+    let events = app.run_events("/", &body).await;
     assert_well_formed(&events);
     assert_eq!(last(&events)["type"], "RUN_FINISHED", "{events:?}");
 }

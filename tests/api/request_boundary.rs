@@ -144,6 +144,40 @@ async fn ids_with_control_characters_are_refused() {
     assert!(app.fake.requests().is_empty());
 }
 
+/// Message ids and tool-call ids reach log lines too (a tool call's span, a history repair's
+/// warning): a newline in one could forge a line.
+#[tokio::test]
+async fn message_and_tool_call_ids_with_control_characters_are_refused() {
+    let app = spawn_app(|_| {}).await;
+    let forged = "c1\nlevel=ERROR forged";
+    let mut message = user("hi");
+    message["id"] = json!("u1\r\nlevel=ERROR forged");
+    for (case, body) in [
+        ("a message id", input(vec![message])),
+        (
+            "a tool-call id",
+            input(vec![user("hi"), assistant_calls(&[(forged, "f", "{}")])]),
+        ),
+        (
+            "a tool message's toolCallId",
+            input(vec![user("hi"), tool_result(forged, "42")]),
+        ),
+        (
+            "an escape sequence",
+            input(vec![
+                user("hi"),
+                assistant_calls(&[("c\u{1b}[31m", "f", "{}")]),
+            ]),
+        ),
+    ] {
+        let response = app.post_run("/", &body).await;
+        assert_eq!(response.status(), 422, "{case}");
+        let error = error_body(response).await;
+        assert_eq!(error["error"]["code"], "invalid_id", "{case}: {error}");
+    }
+    assert!(app.fake.requests().is_empty());
+}
+
 /// The system message's `<context>` block, as the provider received it.
 fn context_block(body: &Value) -> String {
     let system = body["messages"][0]["content"]

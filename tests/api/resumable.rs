@@ -365,9 +365,57 @@ pub(crate) async fn start_stalled(app: &TestApp, run_id: &str) -> (FrameReader, 
 pub(crate) async fn request_stop(app: &TestApp, run_id: &str) -> reqwest::Response {
     app.client
         .post(format!("{}/assistant/runs/{run_id}/stop", app.address))
+        // A stop is declared JSON, like every POST (no page can send that cross-origin).
+        .header("content-type", "application/json")
         .send()
         .await
         .unwrap()
+}
+
+/// A body-less POST needs no CORS preflight, so any web page could send one to stop someone's
+/// run; `Content-Type: application/json` needs a preflight cross-origin, so a stop must carry
+/// it (415 otherwise) and the run goes on.
+#[tokio::test]
+async fn a_stop_without_a_json_content_type_is_refused_and_the_run_goes_on() {
+    let app = spawn_app(|_| {}).await;
+    let (reader, mut frames) = start_stalled(&app, "r-stop-415").await;
+    let url = format!("{}/assistant/runs/r-stop-415/stop", app.address);
+    for content_type in [
+        None,
+        Some("text/plain"),
+        Some("application/x-www-form-urlencoded"),
+    ] {
+        let mut request = app
+            .client
+            .post(&url)
+            .header("origin", "https://evil.example");
+        if let Some(content_type) = content_type {
+            request = request.header("content-type", content_type);
+        }
+        let refused = request.send().await.unwrap();
+        assert_eq!(refused.status(), 415, "{content_type:?}");
+        let error = error_body(refused).await;
+        assert_eq!(error["error"]["code"], "unsupported_media_type", "{error}");
+    }
+    assert!(
+        !app.fake
+            .wait_for_disconnect(Duration::from_millis(300))
+            .await,
+        "the run was not stopped"
+    );
+    let stopped = app
+        .client
+        .post(&url)
+        .header("content-type", "application/json")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(stopped.status(), 202);
+    frames.extend(reader.rest().await);
+    assert_eq!(
+        frames.last().unwrap().1["outcome"],
+        json!({"type": "cancelled"})
+    );
 }
 
 /// A stop after the run's end changes nothing: 200 and `"status": "ended"`.
@@ -447,6 +495,8 @@ async fn unknown_foreign_and_other_agent_runs_are_404_before_any_stream() {
     let stop = app
         .client
         .post(format!("{}/assistant/runs/r-alice/stop", app.address))
+        // A stop is declared JSON, like every POST (no page can send that cross-origin).
+        .header("content-type", "application/json")
         .header("x-user-id", "bob")
         .send()
         .await
@@ -586,6 +636,8 @@ async fn the_runs_after_a_resumed_and_a_stopped_run_go_on_with_the_conversation_
     let stop = app
         .client
         .post(format!("{}/assistant/runs/r-2/stop", app.address))
+        // A stop is declared JSON, like every POST (no page can send that cross-origin).
+        .header("content-type", "application/json")
         .send()
         .await
         .unwrap();

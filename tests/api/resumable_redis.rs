@@ -152,6 +152,8 @@ async fn another_scope_gets_404_on_any_replica_and_a_live_run_id_is_409_on_the_o
     let stop = b
         .client
         .post(format!("{}/assistant/runs/r-alice/stop", b.address))
+        // A stop is declared JSON, like every POST (no page can send that cross-origin).
+        .header("content-type", "application/json")
         .header("x-user-id", "bob")
         .send()
         .await

@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use futures_util::future::{BoxFuture, FutureExt};
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
-use redis::{AsyncCommands, Script};
+use redis::{AsyncCommands, Script, ScriptInvocation};
 
 use super::lease::{self, Lease};
 use super::{Quota, ScopeQuota, StoreError, ThreadKey, ThreadRecord, ThreadStore};
@@ -154,6 +154,21 @@ impl RedisStore {
         ]
     }
 
+    /// A call of a script that checks the quota: the thread's keys (the thread, its lease, the
+    /// scope's set and sizes) and the quota's arguments, which a save follows with its own.
+    fn quota_call<'s>(&self, script: &'s Script, key: &ThreadKey) -> ScriptInvocation<'s> {
+        let [threads, bytes] = Self::scope_keys(key);
+        let mut call = script.prepare_invoke();
+        call.key(Self::key(key))
+            .key(lease::redis_key(key))
+            .key(threads)
+            .key(bytes)
+            .arg(key.digest())
+            .arg(self.quota.max_threads)
+            .arg(self.quota.max_bytes);
+        call
+    }
+
     /// What a script's -1 or -2 means.
     fn quota_error(&self, answer: i64) -> Option<StoreError> {
         let quota = match answer {
@@ -198,16 +213,8 @@ impl ThreadStore for RedisStore {
             }
             let ttl_ms = u64::try_from(self.ttl.as_millis()).unwrap_or(u64::MAX);
             let mut connection = self.connection.clone();
-            let key = lease.key();
-            let [threads, bytes] = Self::scope_keys(key);
-            let written: i64 = SAVE_WHILE_LEASED
-                .key(Self::key(key))
-                .key(lease::redis_key(key))
-                .key(threads)
-                .key(bytes)
-                .arg(key.digest())
-                .arg(self.quota.max_threads)
-                .arg(self.quota.max_bytes)
+            let written: i64 = self
+                .quota_call(&SAVE_WHILE_LEASED, lease.key())
                 .arg(lease.token())
                 .arg(data)
                 .arg(ttl_ms)
@@ -250,15 +257,8 @@ impl ThreadStore for RedisStore {
                 return Ok(());
             }
             let mut connection = self.connection.clone();
-            let [threads, bytes] = Self::scope_keys(key);
-            let answer: i64 = ADMIT
-                .key(Self::key(key))
-                .key(lease::redis_key(key))
-                .key(threads)
-                .key(bytes)
-                .arg(key.digest())
-                .arg(self.quota.max_threads)
-                .arg(self.quota.max_bytes)
+            let answer: i64 = self
+                .quota_call(&ADMIT, key)
                 .invoke_async(&mut connection)
                 .await
                 .map_err(backend)?;

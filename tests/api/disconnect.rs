@@ -195,11 +195,11 @@ fn always_cancel(settings: &mut Settings) {
     settings.runs.on_disconnect = OnDisconnect::Cancel;
 }
 
-async fn by_default_a_client_that_leaves_stops_its_run(backend: &Backend) {
-    a_client_that_leaves_stops_its_run(backend, defaults).await;
+async fn by_default_a_client_that_leaves_stops_its_run(backend: Backend) {
+    a_client_that_leaves_stops_its_run(&backend, defaults).await;
 }
 
-async fn with_cancel_a_run_that_asks_to_continue_is_stopped_all_the_same(backend: &Backend) {
+async fn with_cancel_a_run_that_asks_to_continue_is_stopped_all_the_same(backend: Backend) {
     let app = backend.app(always_cancel).await;
     long_answer(&app);
     let asks = [("x-agui-on-disconnect", "continue")];
@@ -209,16 +209,16 @@ async fn with_cancel_a_run_that_asks_to_continue_is_stopped_all_the_same(backend
     assert!(app.fake.wait_for_disconnect(Duration::from_secs(2)).await);
 }
 
-async fn a_run_that_asks_with_the_header_goes_on(backend: &Backend) {
+async fn a_run_that_asks_with_the_header_goes_on(backend: Backend) {
     let asks = [("x-agui-on-disconnect", "continue")];
-    a_run_that_asked_goes_on_and_a_reconnect_gets_the_whole_answer(backend, defaults, &asks, None)
+    a_run_that_asked_goes_on_and_a_reconnect_gets_the_whole_answer(&backend, defaults, &asks, None)
         .await;
 }
 
-async fn a_run_that_asks_in_forwarded_props_goes_on(backend: &Backend) {
+async fn a_run_that_asks_in_forwarded_props_goes_on(backend: Backend) {
     let asks = json!({"aguiHost": {"onDisconnect": "continue"}});
     a_run_that_asked_goes_on_and_a_reconnect_gets_the_whole_answer(
-        backend,
+        &backend,
         defaults,
         &[],
         Some(asks),
@@ -226,32 +226,14 @@ async fn a_run_that_asks_in_forwarded_props_goes_on(backend: &Backend) {
     .await;
 }
 
-async fn with_continue_every_run_goes_on(backend: &Backend) {
+async fn with_continue_every_run_goes_on(backend: Backend) {
     a_run_that_asked_goes_on_and_a_reconnect_gets_the_whole_answer(
-        backend,
+        &backend,
         always_continue,
         &[],
         None,
     )
     .await;
-}
-
-/// One test per behaviour and store.
-macro_rules! for_each_store {
-    ($($name:ident),* $(,)?) => {
-        mod memory {
-            $(#[tokio::test]
-            async fn $name() {
-                super::$name(&super::Backend::memory().await).await;
-            })*
-        }
-        mod redis {
-            $(#[tokio::test]
-            async fn $name() {
-                super::$name(&super::Backend::redis().await).await;
-            })*
-        }
-    };
 }
 
 for_each_store!(

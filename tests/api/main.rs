@@ -8,6 +8,26 @@
 // guards the service's own code, where a needless move is a real cost.
 #![allow(clippy::needless_pass_by_value)]
 
+/// One test per behaviour and thread store: each listed `async fn(Backend)` of the module runs
+/// once with the memory store and once with a real `redis-server`, as `memory::<name>` and
+/// `redis::<name>`. Defined before the modules, so every one of them can use it.
+macro_rules! for_each_store {
+    ($($behaviour:ident),* $(,)?) => {
+        mod memory {
+            $(#[tokio::test]
+            async fn $behaviour() {
+                super::$behaviour(crate::threads::Backend::memory().await).await;
+            })*
+        }
+        mod redis {
+            $(#[tokio::test]
+            async fn $behaviour() {
+                super::$behaviour(crate::threads::Backend::redis().await).await;
+            })*
+        }
+    };
+}
+
 mod fake_llm;
 mod helpers;
 mod redis_server;

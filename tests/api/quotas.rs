@@ -53,7 +53,7 @@ async fn thread_status(app: &TestApp, token: &str, thread_id: &str) -> u16 {
         .as_u16()
 }
 
-async fn a_scope_at_its_quota_is_refused_and_others_keep_their_threads(backend: &Backend) {
+async fn a_scope_at_its_quota_is_refused_and_others_keep_their_threads(backend: Backend) {
     let app = backend.app(limited).await;
     app.fake.push(Reply::Sse(chunks::text_reply(&["Kept."])));
     ran(run_as(&app, QUIET, "quiet-1").await).await;
@@ -106,30 +106,12 @@ async fn a_scope_at_its_quota_is_refused_and_others_keep_their_threads(backend: 
     }
 }
 
-/// One test per store.
-macro_rules! for_each_store {
-    ($($name:ident),* $(,)?) => {
-        mod memory {
-            $(#[tokio::test]
-            async fn $name() {
-                super::$name(&super::Backend::memory().await).await;
-            })*
-        }
-        mod redis {
-            $(#[tokio::test]
-            async fn $name() {
-                super::$name(&super::Backend::redis().await).await;
-            })*
-        }
-    };
-}
-
 for_each_store!(
     a_scope_at_its_quota_is_refused_and_others_keep_their_threads,
     a_scope_past_its_bytes_runs_no_more_until_it_deletes,
 );
 
-async fn a_scope_past_its_bytes_runs_no_more_until_it_deletes(backend: &Backend) {
+async fn a_scope_past_its_bytes_runs_no_more_until_it_deletes(backend: Backend) {
     let app = backend
         .app(|s| {
             s.server.auth.tokens = vec![NOISY.into(), QUIET.into()];

@@ -100,7 +100,7 @@ async fn reconnect_ok(app: &TestApp, run_id: &str) -> reqwest::Response {
     response
 }
 
-async fn a_run_refused_as_thread_busy_leaves_nothing_behind(backend: &Backend) {
+async fn a_run_refused_as_thread_busy_leaves_nothing_behind(backend: Backend) {
     let app = backend.app(|_| {}).await;
     slow_answer(&app, 20);
     let busy = post_as(&app, None, &body("t", "r-first")).await;
@@ -121,7 +121,7 @@ async fn a_run_refused_as_thread_busy_leaves_nothing_behind(backend: &Backend) {
     assert_nothing_left_and_the_retry_runs(&app, &body("t", "r-second")).await;
 }
 
-async fn a_run_refused_for_an_invalid_tool_leaves_nothing_behind(backend: &Backend) {
+async fn a_run_refused_for_an_invalid_tool_leaves_nothing_behind(backend: Backend) {
     let app = backend.app(|_| {}).await;
     let mut refused = body("t", "r-tool");
     refused["tools"] = json!([client_tool("not a valid name!")]);
@@ -138,7 +138,7 @@ fn with_state_schema(settings: &mut Settings) {
     }));
 }
 
-async fn a_run_refused_for_an_invalid_state_leaves_nothing_behind(backend: &Backend) {
+async fn a_run_refused_for_an_invalid_state_leaves_nothing_behind(backend: Backend) {
     let app = backend.app(with_state_schema).await;
     let mut refused = body("t", "r-state");
     refused["state"] = json!({"count": "many"});
@@ -154,7 +154,7 @@ fn two_tokens(settings: &mut Settings) {
     settings.server.auth.tokens = vec![ALICE.into(), BOB.into()];
 }
 
-async fn a_run_id_belongs_to_its_caller(backend: &Backend) {
+async fn a_run_id_belongs_to_its_caller(backend: Backend) {
     let app = backend.app(two_tokens).await;
     slow_answer(&app, 30);
     let alices = post_as(&app, Some(ALICE), &body("t", "r-same")).await;
@@ -200,7 +200,7 @@ async fn events_as_after(
         .expect("the app answers")
 }
 
-async fn reconnect_readers_are_capped(backend: &Backend) {
+async fn reconnect_readers_are_capped(backend: Backend) {
     let app = backend
         .app(|s| {
             s.runs.max_readers_per_run = 2;
@@ -242,24 +242,6 @@ async fn reconnect_readers_are_capped(backend: &Backend) {
     }
     let again = again.expect("a freed place is taken again");
     drop((b, c, again, first, second));
-}
-
-/// One test per behaviour and store.
-macro_rules! for_each_store {
-    ($($name:ident),* $(,)?) => {
-        mod memory {
-            $(#[tokio::test]
-            async fn $name() {
-                super::$name(&super::Backend::memory().await).await;
-            })*
-        }
-        mod redis {
-            $(#[tokio::test]
-            async fn $name() {
-                super::$name(&super::Backend::redis().await).await;
-            })*
-        }
-    };
 }
 
 for_each_store!(

@@ -823,18 +823,7 @@ async fn with_the_store_off_every_run_stands_alone() {
     );
 }
 
-/// One test per store for each behaviour both stores share.
-macro_rules! for_each_store {
-    ($($behaviour:ident),* $(,)?) => {
-        mod memory {
-            $(#[tokio::test] async fn $behaviour() { super::$behaviour(super::Backend::memory().await).await })*
-        }
-        mod redis {
-            $(#[tokio::test] async fn $behaviour() { super::$behaviour(super::Backend::redis().await).await })*
-        }
-    };
-}
-
+// One test per store for each behaviour both stores share.
 for_each_store!(
     hydrate_after_a_finished_run_then_continue,
     hydrate_after_an_interrupt_and_an_approval_runs_once,

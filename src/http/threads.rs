@@ -19,7 +19,7 @@ use super::auth::Principal;
 use super::{ApiError, AppState};
 use crate::agent::{AgentStream, AgentUpdate, RunRequest};
 use crate::protocol::{EventBody, Interrupt, MessagesSnapshot};
-use crate::settings::{ConcurrentRunPolicy, HistoryPolicy};
+use crate::settings::{ConcurrentRunPolicy, HistoryPolicy, ToolNameClash};
 use crate::threads::{
     verify, AgentTools, Lease, LeaseError, StoreError, ThreadKey, ThreadRecord, ThreadRecorder,
     Threads,
@@ -94,8 +94,8 @@ pub(super) async fn prepare(
     } else {
         load(threads, &key).await?
     };
-    if let (Some(record), HistoryPolicy::Verify) = (&previous, threads.history) {
-        verify_history(threads, agent, record, request)?;
+    if threads.history == HistoryPolicy::Verify {
+        verify_history(threads, agent, previous.as_ref(), request)?;
     }
     let recorder = ThreadRecorder::new(
         previous.as_ref(),
@@ -131,18 +131,20 @@ async fn take_lease(threads: &Threads, key: &ThreadKey) -> Result<Lease, ApiErro
 
 /// Checks (and repairs) the client's history against the thread's record: a server tool result
 /// the server did not produce, or one it changed, is a 422. The results the record vouches for
-/// go on the request.
+/// go on the request. A thread the server has no record of (new, deleted, expired) vouches for
+/// nothing, so any server tool result in its history is refused.
 fn verify_history(
     threads: &Threads,
     agent: &str,
-    record: &ThreadRecord,
+    record: Option<&ThreadRecord>,
     request: &mut RunRequest,
 ) -> Result<(), ApiError> {
     let no_tools = AgentTools::default();
     let tools = threads.agent_tools.get(agent).unwrap_or(&no_tools);
     let client_tools: BTreeSet<&str> = request.tools.iter().map(|t| t.name.as_str()).collect();
     let resumed_calls: BTreeSet<&str> = record
-        .interrupts
+        .map(|record| record.interrupts.as_slice())
+        .unwrap_or_default()
         .iter()
         .filter(|interrupt| {
             request
@@ -156,18 +158,25 @@ fn verify_history(
         server_tools: &tools.server_tools,
         server_tool_prefixes: &tools.server_tool_prefixes,
         client_tools: &client_tools,
+        // The run's tools are settled by the same rule (the base agent's `tools_for_run`):
+        // only where the client's declaration wins is a server tool's name the client's.
+        client_tools_win: tools.tool_name_clash == ToolNameClash::PreferClient,
         resumed_calls: &resumed_calls,
         declined_result: Some(tools.declined_result.as_str()),
     };
-    let recorded =
-        verify::reconcile(record, &mut request.messages, expect).map_err(|mismatch| {
-            tracing::warn!(%mismatch, "a client's history does not match the thread's record");
-            ApiError::new(
-                StatusCode::UNPROCESSABLE_ENTITY,
-                mismatch.code(),
-                mismatch.to_string(),
-            )
-        })?;
+    let refuse = |mismatch: verify::HistoryMismatch| {
+        tracing::warn!(%mismatch, "a client's history does not match the thread's record");
+        ApiError::new(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            mismatch.code(),
+            mismatch.to_string(),
+        )
+    };
+    let Some(record) = record else {
+        let resuming = !request.resume.is_empty();
+        return verify::check_unrecorded(&request.messages, expect, resuming).map_err(refuse);
+    };
+    let recorded = verify::reconcile(record, &mut request.messages, expect).map_err(refuse)?;
     // The approval gate counts these as carried out, whatever else the history shows.
     request.recorded_results = recorded;
     Ok(())

@@ -21,7 +21,9 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::protocol::{Interrupt, Message};
-use crate::settings::{ConcurrentRunPolicy, HistoryPolicy, ThreadSettings, ThreadStoreKind};
+use crate::settings::{
+    ConcurrentRunPolicy, HistoryPolicy, ThreadSettings, ThreadStoreKind, ToolNameClash,
+};
 
 pub use lease::{Lease, LeaseError, Leases};
 pub use memory::MemoryStore;
@@ -124,6 +126,8 @@ pub struct AgentTools {
     pub server_tool_prefixes: Vec<String>,
     /// The result the agent gives a call a person declined.
     pub declined_result: String,
+    /// Whose a tool is when a request declares a client tool named like a server tool.
+    pub tool_name_clash: ToolNameClash,
 }
 
 impl Threads {

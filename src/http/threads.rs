@@ -1,28 +1,31 @@
 //! The HTTP side of threads: whose a request's threads are (its scope), what a run on a known
 //! thread does before it starts (hydrate, lease, load, history check), the save when it ends,
-//! and `GET`/`DELETE /{agent}/threads/{threadId}`.
+//! the decision claims a run's approval gate makes against the thread store's ledger, and
+//! `GET`/`DELETE /{agent}/threads/{threadId}`.
 //!
 //! A thread of another scope is answered exactly like a missing one: the scope is part of the
 //! key, so the same lookup misses and nothing else differs.
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::{Extension, Json};
+use futures_util::future::{BoxFuture, FutureExt};
 use futures_util::stream::{self, StreamExt};
 use serde_json::json;
 
 use super::auth::Principal;
 use super::{ApiError, AppState};
-use crate::agent::{AgentStream, AgentUpdate, RunRequest};
+use crate::agent::{AgentStream, AgentUpdate, ClaimError, DecisionClaims, RunRequest};
 use crate::protocol::{EventBody, Interrupt, MessagesSnapshot};
 use crate::settings::{ConcurrentRunPolicy, HistoryPolicy, ToolNameClash};
 use crate::threads::{
-    verify, AgentTools, Lease, LeaseError, StoreError, ThreadKey, ThreadRecord, ThreadRecorder,
-    Threads,
+    verify, AgentTools, DecisionKey, Lease, LeaseError, StoreError, ThreadKey, ThreadRecord,
+    ThreadRecorder, Threads,
 };
 
 /// The scope used when the server has no authentication and no scope header: one shared
@@ -45,6 +48,17 @@ pub(super) fn scope(
         Some(Principal(digest)) => format!("token:{digest}"),
         None => DEVELOPMENT_SCOPE.to_owned(),
     })
+}
+
+/// The caller's scope for what binds a request to who sent it (approval ids, tools'
+/// idempotency keys): the thread's scope when the request has one, else by the same rule
+/// without a store (the token's digest, or the development scope). Never empty.
+pub(super) fn caller_scope(thread_scope: Option<&str>, principal: Option<&Principal>) -> String {
+    match (thread_scope, principal) {
+        (Some(scope), _) => scope.to_owned(),
+        (None, Some(Principal(digest))) => format!("token:{digest}"),
+        (None, None) => DEVELOPMENT_SCOPE.to_owned(),
+    }
 }
 
 /// What the request does on its thread.
@@ -97,6 +111,11 @@ pub(super) async fn prepare(
     if threads.history == HistoryPolicy::Verify {
         verify_history(threads, agent, previous.as_ref(), request)?;
     }
+    // Whatever the history policy: the ledger only ever keeps a call from running twice.
+    request.decision_claims = Some(Arc::new(ThreadDecisions {
+        threads: Arc::clone(threads),
+        thread: key.clone(),
+    }));
     let recorder = ThreadRecorder::new(
         previous.as_ref(),
         agent,
@@ -180,6 +199,92 @@ fn verify_history(
     // The approval gate counts these as carried out, whatever else the history shows.
     request.recorded_results = recorded;
     Ok(())
+}
+
+/// How long a claim outlives its approval id's expiry: replicas' clocks differ a little, and
+/// one running behind still takes the id as valid for that long.
+const CLOCK_MARGIN: Duration = Duration::from_secs(300);
+
+/// The decision claims of one run: the thread store's ledger, keyed by the run's thread.
+#[derive(Debug)]
+struct ThreadDecisions {
+    threads: Arc<Threads>,
+    thread: ThreadKey,
+}
+
+impl ThreadDecisions {
+    /// How long a claim must be remembered: until the id stops verifying (and a margin), or,
+    /// for an id that never expires, as long as a thread is kept: past that a replay with the
+    /// result dropped is no longer recognised (docs/human-in-the-loop.md).
+    fn keep(&self, expires: Option<u64>) -> Duration {
+        match expires {
+            Some(expires) => {
+                let now = SystemTime::now()
+                    .duration_since(UNIX_EPOCH)
+                    .map_or(0, |d| d.as_secs());
+                Duration::from_secs(expires.saturating_sub(now)).saturating_add(CLOCK_MARGIN)
+            }
+            None => self.threads.ttl,
+        }
+    }
+}
+
+impl DecisionClaims for ThreadDecisions {
+    fn claim<'a>(
+        &'a self,
+        tool_call_id: &'a str,
+        expires: Option<u64>,
+    ) -> BoxFuture<'a, Result<bool, ClaimError>> {
+        async move {
+            let key = DecisionKey {
+                thread: &self.thread,
+                tool_call_id,
+            };
+            let keep = self.keep(expires);
+            self.threads
+                .ledger
+                .claim(key, keep)
+                .await
+                .map_err(claim_error)
+        }
+        .boxed()
+    }
+
+    fn is_claimed<'a>(&'a self, tool_call_id: &'a str) -> BoxFuture<'a, Result<bool, ClaimError>> {
+        async move {
+            let key = DecisionKey {
+                thread: &self.thread,
+                tool_call_id,
+            };
+            self.threads
+                .ledger
+                .is_claimed(key)
+                .await
+                .map_err(claim_error)
+        }
+        .boxed()
+    }
+}
+
+/// A ledger failure as the run reports it; the details go to the log.
+#[allow(clippy::needless_pass_by_value)] // a `map_err` adapter: it takes what `map_err` gives
+fn claim_error(error: StoreError) -> ClaimError {
+    if let StoreError::LedgerFull { .. } = error {
+        tracing::error!(%error, "a decision was not acted on");
+        return ClaimError {
+            code: "decision_ledger_full",
+            message: "the server cannot record more approval decisions now, so this one was \
+                      not acted on; please retry later"
+                .to_owned(),
+        };
+    }
+    tracing::error!(%error, "the thread store failed; a decision was not acted on");
+    ClaimError {
+        code: "thread_store_unavailable",
+        message: "the conversation store is not answering, so the decision was not acted on; \
+                  please retry"
+            .to_owned(),
+    }
 }
 
 impl ThreadRun {

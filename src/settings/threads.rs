@@ -54,6 +54,9 @@ pub struct ThreadSettings {
     /// `memory` store: most bytes of threads kept in all; any store: the largest one thread
     /// may be (0: no bound).
     pub max_bytes: usize,
+    /// `memory` store: most approval decisions remembered at once (0: no bound). When full, a
+    /// run acting on another decision fails (`decision_ledger_full`) rather than forget one.
+    pub max_decisions: usize,
     /// A header a trusted proxy sets to the user's id (e.g. `X-User-Id`); empty: the scope is
     /// the authenticated token (or one development scope without authentication).
     pub scope_header: String,
@@ -74,6 +77,7 @@ impl Default for ThreadSettings {
             ttl_secs: 7 * 24 * 3600,
             max_threads: 10_000,
             max_bytes: 256 * 1024 * 1024,
+            max_decisions: 100_000,
             scope_header: String::new(),
             history: HistoryPolicy::Verify,
             on_concurrent_run: ConcurrentRunPolicy::Reject,
@@ -91,6 +95,7 @@ impl fmt::Debug for ThreadSettings {
             .field("ttl_secs", &self.ttl_secs)
             .field("max_threads", &self.max_threads)
             .field("max_bytes", &self.max_bytes)
+            .field("max_decisions", &self.max_decisions)
             .field("scope_header", &self.scope_header)
             .field("history", &self.history)
             .field("on_concurrent_run", &self.on_concurrent_run)

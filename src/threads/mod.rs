@@ -1,11 +1,12 @@
 //! Threads the server remembers: the [`ThreadStore`] trait and its `memory` and `redis`
-//! backends, the per-thread run lease, the recorder that turns a run's events into the
+//! backends, the per-thread run lease, the ledger of carried-out approval decisions, the recorder that turns a run's events into the
 //! conversation the client holds afterwards, and the check of a client's history against that
 //! record. A thread is keyed by (scope, agent, threadId): the scope is who is asking, so a
 //! thread id is never an authorization token, and a thread of another scope looks exactly like
 //! a missing one. Uses `protocol` and `settings` only; `http` drives it.
 
 mod lease;
+pub mod ledger;
 mod memory;
 pub mod recorder;
 pub mod redis;
@@ -26,6 +27,7 @@ use crate::settings::{
 };
 
 pub use lease::{Lease, LeaseError, Leases};
+pub use ledger::{DecisionKey, DecisionLedger, MemoryLedger, RedisLedger};
 pub use memory::MemoryStore;
 pub use recorder::ThreadRecorder;
 pub use redis::RedisStore;
@@ -79,6 +81,8 @@ pub enum StoreError {
     TooLarge { size: usize, limit: usize },
     #[error("the run no longer holds the thread's lease, so a newer run's record stands")]
     LeaseLost,
+    #[error("the decision ledger holds its limit of {limit} entries; refusing to act on more")]
+    LedgerFull { limit: usize },
     #[error("thread store backend: {0}")]
     Backend(String),
 }
@@ -108,6 +112,11 @@ pub trait ThreadStore: Send + Sync + std::fmt::Debug + 'static {
 pub struct Threads {
     pub store: Arc<dyn ThreadStore>,
     pub leases: Leases,
+    /// Carried-out approval decisions, kept apart from the records (see [`ledger`]).
+    pub ledger: Arc<dyn DecisionLedger>,
+    /// How long a thread is kept after its last save; also how long a decision is remembered
+    /// when its approval id never expires.
+    pub ttl: Duration,
     pub history: HistoryPolicy,
     pub on_concurrent_run: ConcurrentRunPolicy,
     /// The header a trusted proxy names the user in; `None`: scope from the token.
@@ -130,6 +139,9 @@ pub struct AgentTools {
     pub tool_name_clash: ToolNameClash,
 }
 
+/// What a store is made of: the records, the leases, the decision ledger.
+type Backends = (Arc<dyn ThreadStore>, Leases, Arc<dyn DecisionLedger>);
+
 impl Threads {
     /// The service for `settings`, or `None` when the store is `off`.
     ///
@@ -140,7 +152,7 @@ impl Threads {
         agent_tools: BTreeMap<String, AgentTools>,
     ) -> Result<Option<Threads>, StoreError> {
         let ttl = Duration::from_secs(settings.ttl_secs.max(1));
-        let (store, leases): (Arc<dyn ThreadStore>, Leases) = match settings.store {
+        let (store, leases, ledger): Backends = match settings.store {
             ThreadStoreKind::Off => return Ok(None),
             ThreadStoreKind::Memory => (
                 Arc::new(MemoryStore::new(
@@ -149,6 +161,7 @@ impl Threads {
                     ttl,
                 )),
                 Leases::local(),
+                Arc::new(MemoryLedger::new(settings.max_decisions)),
             ),
             ThreadStoreKind::Redis => {
                 let connection = redis::connect(
@@ -159,7 +172,8 @@ impl Threads {
                 let lease_ttl = Duration::from_secs(settings.lease_ttl_secs.max(1));
                 (
                     Arc::new(RedisStore::new(connection.clone(), ttl, settings.max_bytes)),
-                    Leases::redis(connection, lease_ttl),
+                    Leases::redis(connection.clone(), lease_ttl),
+                    Arc::new(RedisLedger::new(connection)),
                 )
             }
         };
@@ -168,6 +182,8 @@ impl Threads {
         Ok(Some(Threads {
             store,
             leases,
+            ledger,
+            ttl,
             history: settings.history,
             on_concurrent_run: settings.on_concurrent_run,
             scope_header,

@@ -226,6 +226,7 @@ impl Agent for ChatAgent {
             client_tools,
             tool_specs,
             history,
+            scope: request.scope,
             thread_id: request.thread_id,
             run_id: request.run_id,
             state: request
@@ -251,6 +252,8 @@ struct RunState {
     tool_specs: Vec<ToolSpec>,
     /// The conversation as sent upstream, growing with each turn and tool result.
     history: Vec<ChatMessage>,
+    /// Who asked (see [`RunRequest::scope`]): tools name their calls with it.
+    scope: String,
     thread_id: String,
     run_id: String,
     /// The server's view of the shared state: the client's, plus every update sent since.
@@ -490,6 +493,8 @@ impl RunState {
         let registered = self.server_tools.get(&call.name).cloned();
         let timeout = self.config.tool_timeout;
         let context = ToolContext {
+            scope: self.scope.clone(),
+            agent: self.config.name.clone(),
             thread_id: self.thread_id.clone(),
             run_id: self.run_id.clone(),
             tool_call_id: call.id.clone(),

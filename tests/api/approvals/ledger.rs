@@ -3,10 +3,10 @@
 //! a `DELETE` of the thread nor a replayed answer runs an approved call a second time. Counted
 //! at the tool service, with the `memory` store and with a real `redis-server`.
 //!
-//! Also what an approval id is bound to: the caller's scope, so one user's id never stands for
-//! another's on the same client-chosen thread id.
+//! Also what an approval id and an `Idempotency-Key` are bound to: the caller's scope, so one
+//! user's id or key never stands for another's on the same client-chosen thread id.
 
-use agui_host::settings::{Settings, ThreadStoreKind};
+use agui_host::settings::{ApprovalPolicySetting, Settings, ThreadStoreKind};
 use serde_json::{json, Value};
 
 use super::*;
@@ -202,4 +202,72 @@ async fn an_approval_id_of_one_scope_is_refused_for_another_on_the_same_thread()
         assert_success(&events);
         assert_eq!(service.calls_of("transfer_money").len(), 1, "{store:?}");
     }
+}
+
+/// An `http` tool that needs no approval, posting to `service`.
+fn lookup_tool(service: &ToolService) -> ToolSettings {
+    http_tool(
+        service,
+        "lookup",
+        json!({"type": "object", "properties": {}}),
+        ApprovalPolicySetting::Unset,
+        false,
+    )
+}
+
+/// One run on `thread_id` whose model calls `lookup` with `call_id`; the headers the tool
+/// service got: `[Idempotency-Key, X-Tool-Call-Id]`.
+async fn lookup_key(
+    app: &TestApp,
+    service: &ToolService,
+    headers: &[(&str, &str)],
+    thread_id: &str,
+    call_id: &str,
+) -> [String; 2] {
+    app.fake
+        .push_call_then_text((call_id, "lookup", "{}"), "Looked up.");
+    let mut body = input(vec![user("Look it up.")]);
+    body["threadId"] = json!(thread_id);
+    body["runId"] = json!(format!("r-{}", service.total()));
+    assert_success(&run_with(app, headers, &body).await);
+    service
+        .call_ids_of("lookup")
+        .pop()
+        .expect("the tool service got the call")
+}
+
+#[tokio::test]
+async fn the_idempotency_key_tells_scopes_and_ids_apart_unambiguously() {
+    let service = ToolService::start().await;
+    let tools = vec![lookup_tool(&service)];
+    let app = spawn_app(|settings| {
+        with_tools(settings, tools);
+        settings.threads.store = ThreadStoreKind::Off;
+        settings.server.auth.tokens = vec![TOKEN_A.into(), TOKEN_B.into()];
+    })
+    .await;
+    let bearer_a = format!("Bearer {TOKEN_A}");
+    let bearer_b = format!("Bearer {TOKEN_B}");
+    let a = [("authorization", bearer_a.as_str())];
+    let b = [("authorization", bearer_b.as_str())];
+
+    // Two users on the same client-chosen thread id, whose model reuses a call id.
+    let key_a = lookup_key(&app, &service, &a, "t1", "call_1").await;
+    let key_b = lookup_key(&app, &service, &b, "t1", "call_1").await;
+    assert_ne!(key_a[0], key_b[0], "two scopes share an Idempotency-Key");
+    assert_eq!(key_a[1], "call_1", "X-Tool-Call-Id names the call");
+    assert_eq!(key_b[1], "call_1");
+    assert!(
+        key_a[0].len() == 64 && key_a[0].bytes().all(|b| b.is_ascii_hexdigit()),
+        "a fixed-length digest: {}",
+        key_a[0]
+    );
+    // The same scope, thread and call: the same key (a retry is recognised).
+    let again = lookup_key(&app, &service, &a, "t1", "call_1").await;
+    assert_eq!(again[0], key_a[0]);
+
+    // No separator to move: `a:b` + `c` is not `a` + `b:c`.
+    let left = lookup_key(&app, &service, &a, "a:b", "c").await;
+    let right = lookup_key(&app, &service, &a, "a", "b:c").await;
+    assert_ne!(left[0], right[0]);
 }

@@ -271,3 +271,137 @@ async fn the_idempotency_key_tells_scopes_and_ids_apart_unambiguously() {
     let right = lookup_key(&app, &service, &a, "a", "b:c").await;
     assert_ne!(left[0], right[0]);
 }
+
+/// The ledger fails closed: a decision that cannot be recorded is not acted on, and the run
+/// says why. On Redis, the ledger's keys are made unwritable (an ACL) while everything else
+/// works; once they are writable again the same answer runs the call, once.
+#[tokio::test]
+async fn redis_a_decision_the_ledger_cannot_record_is_not_acted_on() {
+    let redis = RedisServer::start().await;
+    let service = ToolService::start().await;
+    let tools = vec![transfer_tool(&service, false)];
+    let app = spawn_app(|settings| {
+        with_tools(settings, tools);
+        on_store(settings, Some(&redis));
+    })
+    .await;
+    let (events, history) = interrupted_transfer(&app, &service).await;
+    let id = interrupt_id(&events, "call_1");
+    let approve = resume_input(history, json!([resolved(&id, json!({"approved": true}))]));
+
+    let denied = redis
+        .command("ACL SETUSER default resetkeys ~agui:thread:* ~agui:lease:* ~agui:run*")
+        .await;
+    assert_eq!(denied, "+OK");
+    let events = app.run_events("/", &approve).await;
+    assert_refused(&events, "thread_store_unavailable");
+    assert_eq!(service.total(), 0, "nothing runs unrecorded");
+
+    assert_eq!(redis.command("ACL SETUSER default allkeys").await, "+OK");
+    app.fake.push(Reply::Sse(chunks::text_reply(&["Sent."])));
+    assert_success(
+        &app.run_events("/", &with_run_id(approve.clone(), "r3"))
+            .await,
+    );
+    app.fake.push(Reply::Sse(chunks::text_reply(&["Done."])));
+    assert_success(&app.run_events("/", &with_run_id(approve, "r4")).await);
+    assert_eq!(service.calls_of("transfer_money").len(), 1);
+}
+
+/// The memory ledger is bounded and, when full, refuses to act on another decision rather
+/// than forget one it holds.
+#[tokio::test]
+async fn memory_a_full_ledger_refuses_new_decisions_and_forgets_none() {
+    let service = ToolService::start().await;
+    let tools = vec![transfer_tool(&service, false)];
+    let app = spawn_app(|settings| {
+        with_tools(settings, tools);
+        on_store(settings, None);
+        settings.threads.max_decisions = 1;
+    })
+    .await;
+    let mut approvals = Vec::new();
+    for thread in ["t-one", "t-two"] {
+        app.fake.push(Reply::Sse(chunks::tool_calls(
+            &[("call_1", "transfer_money", TRANSFER_ARGS)],
+            false,
+        )));
+        let question = user("Send 250 to Bob.");
+        let mut body = input(vec![question.clone()]);
+        body["threadId"] = json!(thread);
+        body["runId"] = json!(format!("{thread}-ask"));
+        let events = app.run_events("/", &body).await;
+        let id = interrupt_id(&events, "call_1");
+        let mut approve = resume_input(
+            client_history(&[question], &events),
+            json!([resolved(&id, json!({"approved": true}))]),
+        );
+        approve["threadId"] = json!(thread);
+        approvals.push(approve);
+    }
+    app.fake.push(Reply::Sse(chunks::text_reply(&["Sent."])));
+    let first = with_run_id(approvals[0].clone(), "t-one-approve");
+    assert_success(&app.run_events("/", &first).await);
+    let second = with_run_id(approvals[1].clone(), "t-two-approve");
+    assert_refused(&app.run_events("/", &second).await, "decision_ledger_full");
+    assert_eq!(service.calls_of("transfer_money").len(), 1);
+    // The entry it holds still counts.
+    let delete = app
+        .client
+        .delete(format!("{}/assistant/threads/t-one", app.address))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(delete.status(), 204);
+    app.fake
+        .push(Reply::Sse(chunks::text_reply(&["Nothing to do."])));
+    let replay = with_run_id(approvals[0].clone(), "t-one-replay");
+    assert_success(&app.run_events("/", &replay).await);
+    assert_eq!(service.calls_of("transfer_money").len(), 1);
+}
+
+/// A decline claims nothing (a person may still approve a call they declined), but a decline
+/// of a call whose approval already ran is not reported as declined: the model is told the
+/// call was decided on before.
+#[tokio::test]
+async fn a_decline_never_undoes_or_denies_an_approval_that_ran() {
+    let service = ToolService::start().await;
+    let tools = vec![transfer_tool(&service, false)];
+    let app = spawn_app(|settings| with_tools(settings, tools)).await;
+    let (events, history) = interrupted_transfer(&app, &service).await;
+    let id = interrupt_id(&events, "call_1");
+    let answer = |approved: bool, run: &str| {
+        with_run_id(
+            resume_input(
+                history.clone(),
+                json!([resolved(&id, json!({"approved": approved}))]),
+            ),
+            run,
+        )
+    };
+
+    // Declined, then approved after all: the tool runs once.
+    app.fake
+        .push(Reply::Sse(chunks::text_reply(&["Not sent."])));
+    let declined = app.run_events("/", &answer(false, "r-decline")).await;
+    assert_eq!(result_for(&declined, "call_1"), REJECTED);
+    app.fake.push(Reply::Sse(chunks::text_reply(&["Sent."])));
+    assert_success(&app.run_events("/", &answer(true, "r-approve")).await);
+    assert_eq!(service.calls_of("transfer_money").len(), 1);
+
+    // The thread forgotten, then a decline: nothing runs, and it is not called a decline.
+    let deleted = app
+        .client
+        .delete(format!("{}/assistant/threads/t1", app.address))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(deleted.status(), 204);
+    app.fake.push(Reply::Sse(chunks::text_reply(&["Noted."])));
+    let late = app.run_events("/", &answer(false, "r-late-decline")).await;
+    assert_success(&late);
+    let result = result_for(&late, "call_1");
+    assert_ne!(result, REJECTED);
+    assert!(result.contains("already"), "{result}");
+    assert_eq!(service.calls_of("transfer_money").len(), 1);
+}

@@ -11,15 +11,18 @@
 //! verified against the signed id (see [`crate::agent::approval`]): unknown, forged, swapped,
 //! expired, duplicated or missing answers end the run with `RUN_ERROR` and a specific code, and
 //! the tool never runs. With a thread store (the run carries [`DecisionClaims`]) every
-//! decision is then claimed in the server's decision ledger before the inner agent sees it: a
-//! decision an earlier run claimed becomes [`DecisionOutcome::AlreadyDecided`], so a call runs
+//! approval is then claimed in the server's decision ledger before the inner agent sees it: an
+//! approval an earlier run claimed becomes [`DecisionOutcome::AlreadyDecided`], so a call runs
 //! at most once whatever the client's history says (truncated, or its thread deleted), even
 //! for replays racing each other; a claim that fails ends the run with `RUN_ERROR` and nothing
 //! runs. A decline runs nothing, so it claims nothing (the person may still approve while the
 //! id is valid, as before), but a decline on a call whose approval was claimed becomes
-//! `AlreadyDecided` too, so the model is never told a call that ran was declined. The
-//! claims are asynchronous and `Agent::run` is not, so such a run's stream first awaits them
-//! and only then starts the inner agent. The approval protocol never reaches the model: the approval tool is not
+//! `AlreadyDecided` too, so the model is never told a call that ran was declined. The claims
+//! are asynchronous and `Agent::run` is not, so such a run's stream first awaits them and only
+//! then starts the inner agent (a refusal of the inner agent's `run` then arrives as
+//! `RUN_ERROR` rather than a 4xx).
+//!
+//! The approval protocol never reaches the model: the approval tool is not
 //! offered to it, and its calls and answers (and CopilotKit's echo of an interrupt answer) are
 //! removed from the history, so the provider sees one clean call/result pair.
 

@@ -43,6 +43,8 @@ fn server(name: &str, transport: McpTransportSettings) -> McpServerSettings {
 
 fn context() -> ToolContext {
     ToolContext {
+        scope: "s".into(),
+        agent: "a".into(),
         thread_id: "t".into(),
         run_id: "r".into(),
         tool_call_id: "c".into(),

@@ -368,6 +368,7 @@ fn agent_tools(settings: &Settings, extra_tools: &ExtraTools) -> BTreeMap<String
                     .map(|server| format!("{}{MCP_TOOL_SEPARATOR}", server.name))
                     .collect(),
                 declined_result: agent.approval.rejected_message.clone(),
+                tool_name_clash: agent.tool_name_clash,
             };
             (name.clone(), tools)
         })

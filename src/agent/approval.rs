@@ -6,14 +6,17 @@
 //! only ever run a call the *model* made, with the arguments the model wrote (or, where the
 //! tool allows it, arguments the person edited), on the same thread and agent. So the id (an
 //! [`ApprovalId`]) carries a keyed MAC (HMAC-SHA256 truncated to 128 bits, key from
-//! `security.approval_keys`) over the agent name, the key id, the thread id, the tool call id,
+//! `security.approval_keys`) over the agent name, the key id, the caller's scope (so one
+//! user's id never answers for another on the same client-chosen thread id), the thread id,
+//! the tool call id,
 //! the tool name, the canonical arguments, the expiry and any restore data. On resume the server
 //! finds the pending call in the history the client sent and recomputes the tag: a call the
 //! model never made, swapped arguments, another thread or agent, an unknown key or a stale id
 //! all fail to match. A decision is acted on only while its call has no result in the history
-//! (see the approval gate), so a replayed answer changes nothing once the client holds the
-//! result; across a *lost* response delivery is at least once, so tools with side effects
-//! should dedupe by tool call id (the `http` tool kind sends an `Idempotency-Key`).
+//! and, with a thread store, only once its claim in the server's decision ledger is the first
+//! (see the approval gate), so a replayed answer changes nothing. Without a store, across a
+//! *lost* response delivery is at least once, so tools with side effects should dedupe by
+//! call (the `http` tool kind sends an `Idempotency-Key`).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -211,6 +214,8 @@ impl std::fmt::Debug for ApprovalSigner {
 /// What an approval id is about.
 #[derive(Debug, Clone, Copy)]
 pub struct ApprovalSubject<'a> {
+    /// Who asked: the request's scope (see [`crate::agent::RunRequest::scope`]).
+    pub scope: &'a str,
     pub thread_id: &'a str,
     pub tool_call_id: &'a str,
     pub tool_name: &'a str,
@@ -306,6 +311,12 @@ impl ApprovalSigner {
         decode_restore(id.restore.as_deref()?)
     }
 
+    /// The expiry of an id in Unix seconds, if it has one: until then a decision it carries
+    /// must be remembered (see the decision ledger).
+    pub fn expires_unix(id: &ApprovalId) -> Option<u64> {
+        (id.expires != 0).then_some(id.expires)
+    }
+
     /// The expiry of an id as an ISO-8601 string (for `Interrupt.expiresAt`), if it has one.
     pub fn expires_at(id: &ApprovalId) -> Option<String> {
         (id.expires != 0).then(|| iso8601(id.expires))
@@ -339,9 +350,11 @@ impl ApprovalSigner {
         // HMAC accepts keys of any length, so this cannot fail.
         let mut mac = Hmac::<Sha256>::new_from_slice(&key.secret).ok()?;
         for part in [
-            &b"agui-host/approval/v2"[..],
+            // v3: the scope joined the subject (ids of version 1 of the spelling do not parse).
+            &b"agui-host/approval/v3"[..],
             &key.id,
             self.agent.as_bytes(),
+            subject.scope.as_bytes(),
             subject.thread_id.as_bytes(),
             subject.tool_call_id.as_bytes(),
             subject.tool_name.as_bytes(),
@@ -436,6 +449,7 @@ mod tests {
 
     fn subject<'a>(args: &'a Value) -> ApprovalSubject<'a> {
         ApprovalSubject {
+            scope: "token:a",
             thread_id: "t1",
             tool_call_id: "c1",
             tool_name: "transfer_money",
@@ -462,6 +476,11 @@ mod tests {
             ..subject(&args)
         };
         assert_eq!(signer.check(&id, other_thread), IdCheck::Mismatch);
+        let other_scope = ApprovalSubject {
+            scope: "token:b",
+            ..subject(&args)
+        };
+        assert_eq!(signer.check(&id, other_scope), IdCheck::Mismatch);
         let other_agent = self::signer(&[KEY], "shop", 60);
         assert_eq!(other_agent.check(&id, subject(&args)), IdCheck::Mismatch);
         let other_key = self::signer(&[OTHER_KEY], "bank", 60);

@@ -22,7 +22,9 @@ pub const TAG_LEN: usize = 16;
 pub const MAX_RESTORE_BYTES: usize = 8 * 1024;
 
 const PREFIX: &str = "apr_";
-const VERSION: u8 = 1;
+/// 2: the tag binds the caller's scope too. Ids of version 1 do not parse, so a question open
+/// across the upgrade must be asked again.
+const VERSION: u8 = 2;
 const HEADER_LEN: usize = 1 + KEY_ID_LEN + 8 + TAG_LEN;
 
 /// The longest id there can be (about 11 KB): anything longer is refused unread.

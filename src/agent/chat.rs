@@ -30,7 +30,7 @@ use super::state_view::apply_update;
 use super::trace::{self, ModelCallTrace};
 use super::{
     new_id, Agent, AgentError, AgentStream, AgentUpdate, ApprovalRequest, DecisionOutcome,
-    RunRequest, ToolDecision,
+    RunRequest, ToolDecision, ALREADY_DECIDED,
 };
 use crate::llm::{ChatMessage, ChatRequest, ChatToolCall, LlmClient, LlmError, LlmEvent, ToolSpec};
 use crate::protocol::{Context, EventBody, TokenUsage, ToolResultContent};
@@ -226,6 +226,7 @@ impl Agent for ChatAgent {
             client_tools,
             tool_specs,
             history,
+            scope: request.scope,
             thread_id: request.thread_id,
             run_id: request.run_id,
             state: request
@@ -251,6 +252,8 @@ struct RunState {
     tool_specs: Vec<ToolSpec>,
     /// The conversation as sent upstream, growing with each turn and tool result.
     history: Vec<ChatMessage>,
+    /// Who asked (see [`RunRequest::scope`]): tools name their calls with it.
+    scope: String,
     thread_id: String,
     run_id: String,
     /// The server's view of the shared state: the client's, plus every update sent since.
@@ -386,12 +389,16 @@ impl RunState {
 
     /// Carries out what a person decided on calls of an earlier run: an approved call runs (its
     /// result answers the original call id; no new `TOOL_CALL_START`), a declined one never runs
-    /// and the model is told so. Then the model continues.
+    /// and the model is told so. A decision an earlier run acted on runs nothing either: its
+    /// call is answered with [`ALREADY_DECIDED`], so the history stays well-formed whatever
+    /// the client dropped, and the model does not try again. Then the model continues.
     fn start_with_decisions(&mut self, decisions: Vec<ToolDecision>) {
         let mut running = FuturesOrdered::new();
         for decision in decisions {
             let approved = matches!(decision.outcome, DecisionOutcome::Approved { .. });
-            genai::approval_decided(&decision.tool_name, &decision.tool_call_id, approved);
+            if decision.outcome != DecisionOutcome::AlreadyDecided {
+                genai::approval_decided(&decision.tool_name, &decision.tool_call_id, approved);
+            }
             match decision.outcome {
                 DecisionOutcome::Approved { arguments } => {
                     running.push_back(self.run_server_tool(ChatToolCall {
@@ -402,6 +409,10 @@ impl RunState {
                 }
                 DecisionOutcome::Declined => {
                     let content = self.config.rejected_message.clone();
+                    self.emit_tool_result(decision.tool_call_id, content, Vec::new());
+                }
+                DecisionOutcome::AlreadyDecided => {
+                    let content = ALREADY_DECIDED.to_owned();
                     self.emit_tool_result(decision.tool_call_id, content, Vec::new());
                 }
             }
@@ -482,6 +493,8 @@ impl RunState {
         let registered = self.server_tools.get(&call.name).cloned();
         let timeout = self.config.tool_timeout;
         let context = ToolContext {
+            scope: self.scope.clone(),
+            agent: self.config.name.clone(),
             thread_id: self.thread_id.clone(),
             run_id: self.run_id.clone(),
             tool_call_id: call.id.clone(),

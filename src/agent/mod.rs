@@ -27,6 +27,7 @@ pub mod approval;
 pub mod approval_id;
 mod chat;
 mod history;
+pub mod ledger;
 mod mapper;
 pub mod middleware;
 pub mod pipeline;
@@ -34,6 +35,7 @@ mod state_view;
 mod trace;
 
 use std::collections::BTreeSet;
+use std::sync::Arc;
 
 use futures_util::stream::BoxStream;
 use serde_json::Value;
@@ -46,6 +48,7 @@ use crate::protocol::{
 
 pub use chat::{ChatAgent, ChatAgentConfig};
 pub use history::{to_chat_messages, SYNTHETIC_MISSING_RESULT};
+pub use ledger::{ClaimError, DecisionClaims};
 pub use mapper::{map_updates, UpdateMapper};
 pub use state_view::{add_member, apply_update};
 
@@ -66,6 +69,10 @@ pub trait Agent: Send + Sync + 'static {
 /// What a run was asked to do: the validated form of `RunAgentInput`.
 #[derive(Debug, Clone)]
 pub struct RunRequest {
+    /// Who is asking, as the HTTP layer knows it (the thread store's scope, the token's, or
+    /// the development scope): bound into approval ids and tools' idempotency keys, so one
+    /// caller's never stand for another's on the same client-chosen thread id.
+    pub scope: String,
     pub thread_id: String,
     pub run_id: String,
     pub parent_run_id: Option<String>,
@@ -88,6 +95,10 @@ pub struct RunRequest {
     /// client may drop and answer again): a decision about one of them was already acted on,
     /// whatever the client's history looked like.
     pub recorded_results: BTreeSet<String>,
+    /// Where the approval gate claims each decision before it is acted on, so it is acted on
+    /// once whatever the history says; `None` (no thread store, or no scope): the history
+    /// alone decides, and a lost response can run a call again.
+    pub decision_claims: Option<Arc<dyn DecisionClaims>>,
 }
 
 /// A person's decision on a tool call that waited for approval.
@@ -107,7 +118,17 @@ pub enum DecisionOutcome {
     Approved { arguments: Value },
     /// Never run it; the model is told the person declined.
     Declined,
+    /// An earlier run acted on this call's decision already (the decision ledger says so,
+    /// whatever the history shows): nothing runs, and the model is told
+    /// [`ALREADY_DECIDED`].
+    AlreadyDecided,
 }
+
+/// The tool result a call gets when its decision was acted on in an earlier run but the
+/// client's history no longer shows the result: the call must be answered (the provider
+/// refuses an unanswered call), and the model should not try again.
+pub const ALREADY_DECIDED: &str =
+    "This call was already decided on and acted on in an earlier run; nothing was done again.";
 
 /// A server tool call the base agent did not run because a person must approve it first.
 #[derive(Debug, Clone, PartialEq)]
@@ -126,6 +147,7 @@ pub struct ApprovalRequest {
 impl From<RunAgentInput> for RunRequest {
     fn from(input: RunAgentInput) -> Self {
         RunRequest {
+            scope: String::new(),
             version: ProtocolVersion::from_request(input.protocol_version.as_deref()),
             thread_id: input.thread_id.unwrap_or_else(|| new_id("thread")),
             run_id: input.run_id.unwrap_or_else(|| new_id("run")),
@@ -139,6 +161,7 @@ impl From<RunAgentInput> for RunRequest {
             prompt_sections: Vec::new(),
             decisions: Vec::new(),
             recorded_results: BTreeSet::new(),
+            decision_claims: None,
         }
     }
 }
@@ -184,6 +207,9 @@ pub enum AgentError {
     /// A resume that does not match the run's open approvals.
     #[error("{message}")]
     Resume { code: &'static str, message: String },
+    /// A decision could not be claimed, so it was not acted on.
+    #[error(transparent)]
+    Claim(#[from] ClaimError),
     #[error("internal error: {0}")]
     Internal(String),
 }
@@ -193,6 +219,7 @@ impl AgentError {
     pub fn code(&self) -> &'static str {
         match self {
             AgentError::InvalidInput { code, .. } | AgentError::Resume { code, .. } => code,
+            AgentError::Claim(error) => error.code,
             AgentError::Llm(error) => error.code(),
             AgentError::MalformedModelOutput(_) => "upstream_malformed",
             AgentError::MaxIterations(_) => "max_iterations",
@@ -206,6 +233,7 @@ impl AgentError {
             AgentError::InvalidInput { message, .. } | AgentError::Resume { message, .. } => {
                 message.clone()
             }
+            AgentError::Claim(error) => error.message.clone(),
             AgentError::Llm(error) => error.public_message(),
             AgentError::MaxIterations(n) => format!(
                 "The agent stopped after {n} model calls without finishing (max_iterations)."

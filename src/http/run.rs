@@ -45,8 +45,8 @@ pub(super) async fn run_default_agent(
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
     let agent = state.default_agent.clone();
-    let scope = thread_scope(&state, &headers, principal.as_ref());
-    run_agent(state, &agent, &headers, scope, body).await
+    let scopes = scopes(&state, &headers, principal.as_ref());
+    run_agent(state, &agent, &headers, scopes, body).await
 }
 
 pub(super) async fn run_named_agent(
@@ -56,24 +56,31 @@ pub(super) async fn run_named_agent(
     principal: Option<Extension<Principal>>,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
-    let scope = thread_scope(&state, &headers, principal.as_ref());
-    run_agent(state, &agent, &headers, scope, body).await
+    let scopes = scopes(&state, &headers, principal.as_ref());
+    run_agent(state, &agent, &headers, scopes, body).await
 }
 
-fn thread_scope(
+/// A request's scopes: its thread's (`None`: no thread) and the caller's, which approval ids
+/// and tools' idempotency keys bind whether or not there is a thread.
+fn scopes(
     state: &AppState,
     headers: &HeaderMap,
     principal: Option<&Extension<Principal>>,
-) -> Option<String> {
-    let threads = state.threads.as_deref()?;
-    threads::scope(threads, headers, principal.map(|p| &p.0))
+) -> (Option<String>, String) {
+    let principal = principal.map(|p| &p.0);
+    let thread = state
+        .threads
+        .as_deref()
+        .and_then(|threads| threads::scope(threads, headers, principal));
+    let caller = threads::caller_scope(thread.as_deref(), principal);
+    (thread, caller)
 }
 
 async fn run_agent(
     state: AppState,
     agent_name: &str,
     headers: &HeaderMap,
-    scope: Option<String>,
+    (scope, caller): (Option<String>, String),
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
     let Some(agent) = state.agents.get(agent_name) else {
@@ -91,7 +98,8 @@ async fn run_agent(
     let input = decode::decode_run_input(&bytes, &state.input_limits)?;
     // After validation, so a malformed request is told so even when the server is full.
     let permit = state.limits.try_acquire()?;
-    let request = RunRequest::from(input);
+    let mut request = RunRequest::from(input);
+    request.scope = caller;
     // The run id is reserved first, so a retry of a live run is told so before it touches the
     // thread; every refusal after this gives it back.
     let log = super::runs::open(&state, agent_name, scope.as_deref(), &request.run_id).await?;

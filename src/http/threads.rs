@@ -1,28 +1,31 @@
 //! The HTTP side of threads: whose a request's threads are (its scope), what a run on a known
 //! thread does before it starts (hydrate, lease, load, history check), the save when it ends,
-//! and `GET`/`DELETE /{agent}/threads/{threadId}`.
+//! the decision claims a run's approval gate makes against the thread store's ledger, and
+//! `GET`/`DELETE /{agent}/threads/{threadId}`.
 //!
 //! A thread of another scope is answered exactly like a missing one: the scope is part of the
 //! key, so the same lookup misses and nothing else differs.
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::{Extension, Json};
+use futures_util::future::{BoxFuture, FutureExt};
 use futures_util::stream::{self, StreamExt};
 use serde_json::json;
 
 use super::auth::Principal;
 use super::{ApiError, AppState};
-use crate::agent::{AgentStream, AgentUpdate, RunRequest};
+use crate::agent::{AgentStream, AgentUpdate, ClaimError, DecisionClaims, RunRequest};
 use crate::protocol::{EventBody, Interrupt, MessagesSnapshot};
-use crate::settings::{ConcurrentRunPolicy, HistoryPolicy};
+use crate::settings::{ConcurrentRunPolicy, HistoryPolicy, ToolNameClash};
 use crate::threads::{
-    verify, AgentTools, Lease, LeaseError, StoreError, ThreadKey, ThreadRecord, ThreadRecorder,
-    Threads,
+    verify, AgentTools, DecisionKey, Lease, LeaseError, StoreError, ThreadKey, ThreadRecord,
+    ThreadRecorder, Threads,
 };
 
 /// The scope used when the server has no authentication and no scope header: one shared
@@ -45,6 +48,17 @@ pub(super) fn scope(
         Some(Principal(digest)) => format!("token:{digest}"),
         None => DEVELOPMENT_SCOPE.to_owned(),
     })
+}
+
+/// The caller's scope for what binds a request to who sent it (approval ids, tools'
+/// idempotency keys): the thread's scope when the request has one, else by the same rule
+/// without a store (the token's digest, or the development scope). Never empty.
+pub(super) fn caller_scope(thread_scope: Option<&str>, principal: Option<&Principal>) -> String {
+    match (thread_scope, principal) {
+        (Some(scope), _) => scope.to_owned(),
+        (None, Some(Principal(digest))) => format!("token:{digest}"),
+        (None, None) => DEVELOPMENT_SCOPE.to_owned(),
+    }
 }
 
 /// What the request does on its thread.
@@ -99,9 +113,14 @@ pub(super) async fn prepare(
         .admit(&key)
         .await
         .map_err(|error| store_refusal(&error))?;
-    if let (Some(record), HistoryPolicy::Verify) = (&previous, threads.history) {
-        verify_history(threads, agent, record, request)?;
+    if threads.history == HistoryPolicy::Verify {
+        verify_history(threads, agent, previous.as_ref(), request)?;
     }
+    // Whatever the history policy: the ledger only ever keeps a call from running twice.
+    request.decision_claims = Some(Arc::new(ThreadDecisions {
+        threads: Arc::clone(threads),
+        thread: key.clone(),
+    }));
     let recorder = ThreadRecorder::new(
         previous.as_ref(),
         agent,
@@ -136,18 +155,20 @@ async fn take_lease(threads: &Threads, key: &ThreadKey) -> Result<Lease, ApiErro
 
 /// Checks (and repairs) the client's history against the thread's record: a server tool result
 /// the server did not produce, or one it changed, is a 422. The results the record vouches for
-/// go on the request.
+/// go on the request. A thread the server has no record of (new, deleted, expired) vouches for
+/// nothing, so any server tool result in its history is refused.
 fn verify_history(
     threads: &Threads,
     agent: &str,
-    record: &ThreadRecord,
+    record: Option<&ThreadRecord>,
     request: &mut RunRequest,
 ) -> Result<(), ApiError> {
     let no_tools = AgentTools::default();
     let tools = threads.agent_tools.get(agent).unwrap_or(&no_tools);
     let client_tools: BTreeSet<&str> = request.tools.iter().map(|t| t.name.as_str()).collect();
     let resumed_calls: BTreeSet<&str> = record
-        .interrupts
+        .map(|record| record.interrupts.as_slice())
+        .unwrap_or_default()
         .iter()
         .filter(|interrupt| {
             request
@@ -161,21 +182,121 @@ fn verify_history(
         server_tools: &tools.server_tools,
         server_tool_prefixes: &tools.server_tool_prefixes,
         client_tools: &client_tools,
+        // The run's tools are settled by the same rule (the base agent's `tools_for_run`):
+        // only where the client's declaration wins is a server tool's name the client's.
+        client_tools_win: tools.tool_name_clash == ToolNameClash::PreferClient,
         resumed_calls: &resumed_calls,
         declined_result: Some(tools.declined_result.as_str()),
     };
-    let recorded =
-        verify::reconcile(record, &mut request.messages, expect).map_err(|mismatch| {
-            tracing::warn!(%mismatch, "a client's history does not match the thread's record");
-            ApiError::new(
-                StatusCode::UNPROCESSABLE_ENTITY,
-                mismatch.code(),
-                mismatch.to_string(),
-            )
-        })?;
+    let refuse = |mismatch: verify::HistoryMismatch| {
+        tracing::warn!(%mismatch, "a client's history does not match the thread's record");
+        ApiError::new(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            mismatch.code(),
+            mismatch.to_string(),
+        )
+    };
+    let Some(record) = record else {
+        let resuming = !request.resume.is_empty();
+        return verify::check_unrecorded(&request.messages, expect, resuming).map_err(refuse);
+    };
+    let recorded = verify::reconcile(record, &mut request.messages, expect).map_err(refuse)?;
     // The approval gate counts these as carried out, whatever else the history shows.
     request.recorded_results = recorded;
     Ok(())
+}
+
+/// How long a claim outlives its approval id's expiry: replicas' clocks differ a little, and
+/// one running behind still takes the id as valid for that long.
+const CLOCK_MARGIN: Duration = Duration::from_secs(300);
+
+/// The decision claims of one run: the thread store's ledger, keyed by the run's thread.
+#[derive(Debug)]
+struct ThreadDecisions {
+    threads: Arc<Threads>,
+    thread: ThreadKey,
+}
+
+impl ThreadDecisions {
+    /// How long a claim must be remembered: until the id stops verifying (and a margin), or,
+    /// for an id that never expires, as long as a thread is kept: past that a replay with the
+    /// result dropped is no longer recognised (docs/human-in-the-loop.md).
+    fn keep(&self, expires: Option<u64>) -> Duration {
+        match expires {
+            Some(expires) => {
+                let now = SystemTime::now()
+                    .duration_since(UNIX_EPOCH)
+                    .map_or(0, |d| d.as_secs());
+                Duration::from_secs(expires.saturating_sub(now)).saturating_add(CLOCK_MARGIN)
+            }
+            None => self.threads.ttl,
+        }
+    }
+}
+
+impl DecisionClaims for ThreadDecisions {
+    fn claim<'a>(
+        &'a self,
+        tool_call_id: &'a str,
+        approval: &'a str,
+        expires: Option<u64>,
+    ) -> BoxFuture<'a, Result<bool, ClaimError>> {
+        async move {
+            let key = DecisionKey {
+                thread: &self.thread,
+                tool_call_id,
+                approval,
+            };
+            let keep = self.keep(expires);
+            self.threads
+                .ledger
+                .claim(key, keep)
+                .await
+                .map_err(claim_error)
+        }
+        .boxed()
+    }
+
+    fn is_claimed<'a>(
+        &'a self,
+        tool_call_id: &'a str,
+        approval: &'a str,
+    ) -> BoxFuture<'a, Result<bool, ClaimError>> {
+        async move {
+            let key = DecisionKey {
+                thread: &self.thread,
+                tool_call_id,
+                approval,
+            };
+            self.threads
+                .ledger
+                .is_claimed(key)
+                .await
+                .map_err(claim_error)
+        }
+        .boxed()
+    }
+}
+
+/// A ledger failure as the run reports it; the details go to the log.
+#[allow(clippy::needless_pass_by_value)] // a `map_err` adapter: it takes what `map_err` gives
+fn claim_error(error: StoreError) -> ClaimError {
+    if let StoreError::LedgerFull { .. } = error {
+        tracing::error!(%error, "a decision was not acted on");
+        return ClaimError {
+            code: "decision_ledger_full",
+            message: "the server cannot record more approval decisions now, so this one was \
+                      not acted on; please retry later"
+                .to_owned(),
+        };
+    }
+    tracing::error!(%error, "the thread store failed; a decision was not acted on");
+    ClaimError {
+        code: "thread_store_unavailable",
+        message: "the conversation store is not answering, so the decision was not acted on; \
+                  please retry"
+            .to_owned(),
+    }
 }
 
 impl ThreadRun {

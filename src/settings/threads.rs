@@ -59,6 +59,9 @@ pub struct ThreadSettings {
     pub max_threads_per_scope: usize,
     /// Any store: most bytes of threads one scope may hold (0: no bound).
     pub max_bytes_per_scope: usize,
+    /// `memory` store: most approval decisions remembered at once (0: no bound). When full, a
+    /// run acting on another decision fails (`decision_ledger_full`) rather than forget one.
+    pub max_decisions: usize,
     /// A header a trusted proxy sets to the user's id (e.g. `X-User-Id`); empty: the scope is
     /// the authenticated token (or one development scope without authentication).
     pub scope_header: String,
@@ -81,6 +84,7 @@ impl Default for ThreadSettings {
             max_bytes: 256 * 1024 * 1024,
             max_threads_per_scope: 1_000,
             max_bytes_per_scope: 64 * 1024 * 1024,
+            max_decisions: 100_000,
             scope_header: String::new(),
             history: HistoryPolicy::Verify,
             on_concurrent_run: ConcurrentRunPolicy::Reject,
@@ -100,6 +104,7 @@ impl fmt::Debug for ThreadSettings {
             .field("max_bytes", &self.max_bytes)
             .field("max_threads_per_scope", &self.max_threads_per_scope)
             .field("max_bytes_per_scope", &self.max_bytes_per_scope)
+            .field("max_decisions", &self.max_decisions)
             .field("scope_header", &self.scope_header)
             .field("history", &self.history)
             .field("on_concurrent_run", &self.on_concurrent_run)

@@ -1,11 +1,12 @@
 //! Threads the server remembers: the [`ThreadStore`] trait and its `memory` and `redis`
-//! backends, the per-thread run lease, the recorder that turns a run's events into the
+//! backends, the per-thread run lease, the ledger of carried-out approval decisions, the recorder that turns a run's events into the
 //! conversation the client holds afterwards, and the check of a client's history against that
 //! record. A thread is keyed by (scope, agent, threadId): the scope is who is asking, so a
 //! thread id is never an authorization token, and a thread of another scope looks exactly like
 //! a missing one. Uses `protocol` and `settings` only; `http` drives it.
 
 mod lease;
+pub mod ledger;
 mod memory;
 pub mod recorder;
 pub mod redis;
@@ -21,9 +22,12 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::protocol::{Interrupt, Message};
-use crate::settings::{ConcurrentRunPolicy, HistoryPolicy, ThreadSettings, ThreadStoreKind};
+use crate::settings::{
+    ConcurrentRunPolicy, HistoryPolicy, ThreadSettings, ThreadStoreKind, ToolNameClash,
+};
 
 pub use lease::{Lease, LeaseError, Leases};
+pub use ledger::{DecisionKey, DecisionLedger, MemoryLedger, RedisLedger};
 pub use memory::MemoryStore;
 pub use recorder::ThreadRecorder;
 pub use redis::RedisStore;
@@ -79,6 +83,8 @@ pub enum StoreError {
     LeaseLost,
     #[error("the scope's thread quota is reached: {0}")]
     QuotaExceeded(Quota),
+    #[error("the decision ledger holds its limit of {limit} entries; refusing to act on more")]
+    LedgerFull { limit: usize },
     #[error("thread store backend: {0}")]
     Backend(String),
 }
@@ -172,6 +178,11 @@ pub trait ThreadStore: Send + Sync + std::fmt::Debug + 'static {
 pub struct Threads {
     pub store: Arc<dyn ThreadStore>,
     pub leases: Leases,
+    /// Carried-out approval decisions, kept apart from the records (see [`ledger`]).
+    pub ledger: Arc<dyn DecisionLedger>,
+    /// How long a thread is kept after its last save; also how long a decision is remembered
+    /// when its approval id never expires.
+    pub ttl: Duration,
     pub history: HistoryPolicy,
     pub on_concurrent_run: ConcurrentRunPolicy,
     /// The header a trusted proxy names the user in; `None`: scope from the token.
@@ -190,7 +201,12 @@ pub struct AgentTools {
     pub server_tool_prefixes: Vec<String>,
     /// The result the agent gives a call a person declined.
     pub declined_result: String,
+    /// Whose a tool is when a request declares a client tool named like a server tool.
+    pub tool_name_clash: ToolNameClash,
 }
+
+/// What a store is made of: the records, the leases, the decision ledger.
+type Backends = (Arc<dyn ThreadStore>, Leases, Arc<dyn DecisionLedger>);
 
 impl Threads {
     /// The service for `settings`, or `None` when the store is `off`.
@@ -206,7 +222,7 @@ impl Threads {
             max_threads: settings.max_threads_per_scope,
             max_bytes: settings.max_bytes_per_scope,
         };
-        let (store, leases): (Arc<dyn ThreadStore>, Leases) = match settings.store {
+        let (store, leases, ledger): Backends = match settings.store {
             ThreadStoreKind::Off => return Ok(None),
             ThreadStoreKind::Memory => (
                 Arc::new(
@@ -214,6 +230,7 @@ impl Threads {
                         .with_scope_quota(quota),
                 ),
                 Leases::local(),
+                Arc::new(MemoryLedger::new(settings.max_decisions)),
             ),
             ThreadStoreKind::Redis => {
                 let connection = redis::connect(
@@ -227,7 +244,8 @@ impl Threads {
                         RedisStore::new(connection.clone(), ttl, settings.max_bytes)
                             .with_scope_quota(quota),
                     ),
-                    Leases::redis(connection, lease_ttl),
+                    Leases::redis(connection.clone(), lease_ttl),
+                    Arc::new(RedisLedger::new(connection)),
                 )
             }
         };
@@ -236,6 +254,8 @@ impl Threads {
         Ok(Some(Threads {
             store,
             leases,
+            ledger,
+            ttl,
             history: settings.history,
             on_concurrent_run: settings.on_concurrent_run,
             scope_header,

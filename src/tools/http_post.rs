@@ -2,9 +2,12 @@
 //! answer. Header values come from environment variables read at start-up, so secrets live in
 //! the environment, not in configuration files. Every failure (connection, status, timeout,
 //! a body that is not JSON where an envelope is expected) is a tool error the model sees.
-//! Every request names its call: `Idempotency-Key: <threadId>:<toolCallId>` and
-//! `X-Tool-Call-Id`, so a service can dedupe a call delivered more than once (a replayed
-//! approval after a lost response, a retried run).
+//! Every request names its call: `Idempotency-Key` (a digest of the caller's scope, the agent,
+//! the thread id and the tool call id: see [`ToolContext::idempotency_key`]) and
+//! `X-Tool-Call-Id`, so a service can dedupe a call delivered more than once (an approval
+//! answered again after a lost response without a thread store, a retried run). The key is a
+//! digest rather than the ids joined, since ids are client and model strings: joined, two
+//! users on one thread id with a reused call id, or ids holding the separator, would share it.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -78,11 +81,10 @@ impl HttpPostTool {
     }
 
     async fn post(&self, arguments: Value, context: ToolContext) -> Result<ToolOutput, ToolError> {
-        let idempotency_key = format!("{}:{}", context.thread_id, context.tool_call_id);
         let response = self
             .client
             .post(self.url.clone())
-            .header("idempotency-key", header_value(&idempotency_key))
+            .header("idempotency-key", header_value(&context.idempotency_key()))
             .header("x-tool-call-id", header_value(&context.tool_call_id))
             .json(&arguments)
             .send()

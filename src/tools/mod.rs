@@ -118,6 +118,12 @@ impl StateUpdate {
 /// What a tool knows about the run that called it.
 #[derive(Debug, Clone)]
 pub struct ToolContext {
+    /// Who asked: the request's scope (a user, a token's digest, or the development scope).
+    /// With `agent`, `thread_id` and `tool_call_id` it names one call unambiguously, as the
+    /// `http` kind's `Idempotency-Key` does ([`ToolContext::idempotency_key`]).
+    pub scope: String,
+    /// The agent the call belongs to.
+    pub agent: String,
     pub thread_id: String,
     pub run_id: String,
     pub tool_call_id: String,
@@ -126,6 +132,22 @@ pub struct ToolContext {
     /// Where the tool may report progress while it runs (shown as status updates when the agent
     /// has status enabled). Reports that do not fit are dropped: progress is advisory.
     pub progress: Option<tokio::sync::mpsc::Sender<ToolProgress>>,
+}
+
+impl ToolContext {
+    /// A fixed-length key naming this call for a service that dedupes deliveries: a digest of
+    /// the scope, the agent, the thread id and the tool call id, each length-prefixed. Two
+    /// users on one client-chosen thread id whose model reuses a call id get different keys,
+    /// and no separator inside an id can make two calls share one (`a:b` + `c` is not `a` +
+    /// `b:c`). The same call delivered again (a lost response, a replay) gets the same key.
+    pub fn idempotency_key(&self) -> String {
+        crate::text::key_digest(&[
+            &self.scope,
+            &self.agent,
+            &self.thread_id,
+            &self.tool_call_id,
+        ])
+    }
 }
 
 /// One run's channel for the progress reports of its running tools, yielded between their

@@ -102,6 +102,8 @@ mod tests {
     fn context(state: Value) -> ToolContext {
         ToolContext {
             progress: None,
+            scope: "s".into(),
+            agent: "a".into(),
             thread_id: "t".into(),
             run_id: "r".into(),
             tool_call_id: "c".into(),

@@ -1403,3 +1403,4 @@ async fn replaying_a_carried_out_resume_changes_nothing() {
 
 mod exactly_once;
 mod ids;
+mod ledger;

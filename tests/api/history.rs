@@ -1,15 +1,19 @@
 //! History repair: AG-UI histories that OpenAI-compatible servers would refuse are repaired
 //! before every model call, and AG-UI-only messages are not sent upstream.
 
+use agui_host::settings::ThreadStoreKind;
 use serde_json::{json, Value};
 
 use crate::fake_llm::{chunks, Reply};
 use crate::helpers::*;
 use crate::verify::assert_well_formed;
 
-/// Runs `messages` against a plain text reply and returns the one upstream request body.
+/// Runs `messages` against a plain text reply and returns the one upstream request body. No
+/// thread store: these histories arrive as a thread's first request, where a server that keeps
+/// threads refuses server tool results it never produced (tests/api/threads.rs); the repair
+/// is the same either way.
 async fn upstream_body_for(messages: Vec<Value>) -> Value {
-    let app = spawn_app(|_| {}).await;
+    let app = spawn_app(|settings| settings.threads.store = ThreadStoreKind::Off).await;
     app.fake.push(Reply::Sse(chunks::text_reply(&["OK"])));
     let events = app.run_events("/", &input(messages)).await;
     assert_well_formed(&events);

@@ -10,25 +10,40 @@
 //! In: `resume` entries (1.0) and answered approval calls (0.x) become `ToolDecision`s, each
 //! verified against the signed id (see [`crate::agent::approval`]): unknown, forged, swapped,
 //! expired, duplicated or missing answers end the run with `RUN_ERROR` and a specific code, and
-//! the tool never runs. The approval protocol never reaches the model: the approval tool is not
+//! the tool never runs. With a thread store (the run carries [`DecisionClaims`]) every
+//! approval is then claimed in the server's decision ledger before the inner agent sees it: an
+//! approval an earlier run claimed becomes [`DecisionOutcome::AlreadyDecided`], so a call runs
+//! at most once whatever the client's history says (truncated, or its thread deleted), even
+//! for replays racing each other; a claim that fails ends the run with `RUN_ERROR` and nothing
+//! runs. A decline runs nothing, so it claims nothing (the person may still approve while the
+//! id is valid, as before), but a decline on a call whose approval was claimed becomes
+//! `AlreadyDecided` too, so the model is never told a call that ran was declined. The claims
+//! are asynchronous and `Agent::run` is not, so such a run's stream first awaits them and only
+//! then starts the inner agent (a refusal of the inner agent's `run` then arrives as
+//! `RUN_ERROR` rather than a 4xx).
+//!
+//! The approval protocol never reaches the model: the approval tool is not
 //! offered to it, and its calls and answers (and CopilotKit's echo of an interrupt answer) are
 //! removed from the history, so the provider sees one clean call/result pair.
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 
-use futures_util::stream::{self, StreamExt};
+use futures_util::stream::{self, StreamExt, TryStreamExt};
 use serde_json::{json, Value};
 
 use crate::agent::approval::{ApprovalPolicies, ApprovalSigner, ApprovalSubject, IdCheck};
 use crate::agent::approval_id::{abbreviate as abbreviated, ApprovalId};
 use crate::agent::{
     map_updates, new_id, Agent, AgentError, AgentStream, AgentUpdate, ApprovalRequest,
-    DecisionOutcome, RestoreState, RunRequest, ToolDecision, UpdateMapper,
+    DecisionClaims, DecisionOutcome, RestoreState, RunRequest, ToolDecision, UpdateMapper,
 };
 use crate::protocol::{Content, EventBody, Interrupt, Message, ProtocolVersion, ResumeStatus};
 use crate::settings::ApprovalSettings;
 
+/// Cloned into a run whose decisions are claimed first (see the module docs): every field is
+/// shared or small.
+#[derive(Clone)]
 pub struct ApprovalGate {
     inner: Arc<dyn Agent>,
     policies: ApprovalPolicies,
@@ -41,6 +56,22 @@ impl std::fmt::Debug for ApprovalGate {
         f.debug_struct("ApprovalGate")
             .field("policies", &self.policies)
             .finish_non_exhaustive()
+    }
+}
+
+/// Whose thread an approval id is about: the caller's scope and the thread id.
+#[derive(Clone, Copy)]
+struct Asker<'a> {
+    scope: &'a str,
+    thread_id: &'a str,
+}
+
+impl<'a> Asker<'a> {
+    fn of(request: &'a RunRequest) -> Asker<'a> {
+        Asker {
+            scope: &request.scope,
+            thread_id: &request.thread_id,
+        }
     }
 }
 
@@ -69,9 +100,10 @@ impl ApprovalGate {
         }
     }
 
-    fn subject<'a>(&self, thread_id: &'a str, call: &'a HistoryCall) -> ApprovalSubject<'a> {
+    fn subject<'a>(&self, asker: Asker<'a>, call: &'a HistoryCall) -> ApprovalSubject<'a> {
         ApprovalSubject {
-            thread_id,
+            scope: asker.scope,
+            thread_id: asker.thread_id,
             tool_call_id: &call.id,
             tool_name: &call.name,
             arguments: &call.arguments,
@@ -83,7 +115,7 @@ impl ApprovalGate {
     fn take_decisions(&self, request: &mut RunRequest) -> Result<Decisions, AgentError> {
         let history = History::of(&request.messages, &request.recorded_results);
         let mut taken = Taken::default();
-        self.take_client_tool_answers(&request.thread_id, &history, &mut taken)?;
+        self.take_client_tool_answers(Asker::of(request), &history, &mut taken)?;
         self.take_resume_entries(request, &history, &mut taken)?;
         self.check_last_turn_answered(request, &history, &taken)?;
         strip_protocol(
@@ -93,7 +125,6 @@ impl ApprovalGate {
         );
         Ok(Decisions {
             decisions: taken.decisions,
-            confirmations: taken.confirmations,
         })
     }
 
@@ -102,7 +133,7 @@ impl ApprovalGate {
     /// decisions: they are removed and nothing runs again.
     fn take_client_tool_answers(
         &self,
-        thread_id: &str,
+        asker: Asker<'_>,
         history: &History<'_>,
         taken: &mut Taken,
     ) -> Result<(), AgentError> {
@@ -131,7 +162,7 @@ impl ApprovalGate {
                 continue;
             }
             let signed = self
-                .find_signed_call(&approval.id, thread_id, &candidates)
+                .find_signed_call(&approval.id, asker, &candidates)
                 .ok_or_else(|| unknown(&approval.id))?;
             let call = signed.call;
             if carried_out(call) {
@@ -164,7 +195,7 @@ impl ApprovalGate {
                 return Err(answered_twice(&entry.interrupt_id));
             }
             let signed = self
-                .find_signed_call(&entry.interrupt_id, &request.thread_id, &candidates)
+                .find_signed_call(&entry.interrupt_id, Asker::of(request), &candidates)
                 .ok_or_else(|| unknown(&entry.interrupt_id))?;
             let call = signed.call;
             if history.carried_out(&call.id, Channel::Resume) {
@@ -227,20 +258,20 @@ impl ApprovalGate {
     fn find_signed_call<'h>(
         &self,
         id: &str,
-        thread_id: &str,
+        asker: Asker<'_>,
         candidates: &[&'h HistoryCall],
     ) -> Option<SignedCall<'h>> {
         let id: ApprovalId = id.parse().ok()?;
-        candidates.iter().find_map(|call| {
-            match self.signer.check(&id, self.subject(thread_id, call)) {
+        candidates.iter().find_map(
+            |call| match self.signer.check(&id, self.subject(asker, call)) {
                 IdCheck::Mismatch => None,
                 check => Some(SignedCall {
                     call,
                     check,
                     id: id.clone(),
                 }),
-            }
-        })
+            },
+        )
     }
 
     /// A 1.0 resume payload: `{approved: bool, editedArgs?: object}` (`accepted` is read as
@@ -368,8 +399,7 @@ impl<'r> History<'r> {
 /// The decisions taken so far from one request, and the approval protocol to remove from it.
 #[derive(Default)]
 struct Taken {
-    decisions: Vec<ToolDecision>,
-    confirmations: Vec<Confirmation>,
+    decisions: Vec<TakenDecision>,
     decided: HashSet<String>,
     protocol_calls: HashSet<String>,
     protocol_answers: HashSet<String>,
@@ -391,12 +421,15 @@ impl Taken {
         // the call can only be a client's echo of the decision (CopilotKit appends one): not a
         // tool result, so it goes.
         self.protocol_answers.insert(call.id.clone());
-        self.confirmations
-            .extend(Confirmation::of(&signed.id, &outcome));
-        self.decisions.push(ToolDecision {
-            tool_call_id: call.id.clone(),
-            tool_name: call.name.clone(),
-            outcome,
+        self.decisions.push(TakenDecision {
+            confirmation: Confirmation::of(&signed.id, &outcome),
+            expires: ApprovalSigner::expires_unix(&signed.id),
+            approval: crate::text::hex(&signed.id.tag),
+            decision: ToolDecision {
+                tool_call_id: call.id.clone(),
+                tool_name: call.name.clone(),
+                outcome,
+            },
         });
         Ok(())
     }
@@ -420,9 +453,42 @@ fn fresh(signed: &SignedCall<'_>) -> Result<(), AgentError> {
 
 /// What a request's answers decided.
 struct Decisions {
-    decisions: Vec<ToolDecision>,
-    /// Answers to confirmations of predicted state.
-    confirmations: Vec<Confirmation>,
+    decisions: Vec<TakenDecision>,
+}
+
+/// One verified decision, with what acting on it involves besides the tool.
+struct TakenDecision {
+    decision: ToolDecision,
+    /// The answer to a confirmation of predicted state, when the call is one.
+    confirmation: Option<Confirmation>,
+    /// When its approval id stops verifying (Unix seconds; `None`: never): the ledger must
+    /// remember the claim at least that long.
+    expires: Option<u64>,
+    /// Its approval id's tag (hex): which asking the decision answers, for a call id a model
+    /// reused.
+    approval: String,
+}
+
+impl Decisions {
+    /// Claims every approval (see the module docs): one an earlier run claimed is acted on no
+    /// more, and a confirmation it carried is not settled again. A decline only looks.
+    async fn claim(mut self, claims: &dyn DecisionClaims) -> Result<Decisions, AgentError> {
+        for taken in &mut self.decisions {
+            let call = &taken.decision.tool_call_id;
+            let first = match taken.decision.outcome {
+                DecisionOutcome::Approved { .. } => {
+                    claims.claim(call, &taken.approval, taken.expires).await?
+                }
+                _ => !claims.is_claimed(call, &taken.approval).await?,
+            };
+            if !first {
+                tracing::info!(tool_call_id = %call, "a decision acted on in an earlier run was answered again: not acted on");
+                taken.decision.outcome = DecisionOutcome::AlreadyDecided;
+                taken.confirmation = None;
+            }
+        }
+        Ok(self)
+    }
 }
 
 /// An answer to a confirmation of predicted state: keep the prediction, or put back the
@@ -484,13 +550,42 @@ impl Agent for ApprovalGate {
         request
             .tools
             .retain(|tool| tool.name != self.settings.client_tool_name);
-        let Decisions {
-            decisions,
-            confirmations,
-        } = match self.take_decisions(&mut request) {
+        let decisions = match self.take_decisions(&mut request) {
             Ok(decisions) => decisions,
             Err(error) => return Ok(stream::once(async move { Err(error) }).boxed()),
         };
+        let claims = match &request.decision_claims {
+            Some(claims) if !decisions.decisions.is_empty() => Arc::clone(claims),
+            _ => return self.act_on(request, decisions),
+        };
+        // Claimed before anything is acted on; the inner agent starts only after the claims.
+        let gate = self.clone();
+        let run = async move {
+            let decisions = decisions.claim(claims.as_ref()).await?;
+            gate.act_on(request, decisions)
+        };
+        Ok(stream::once(run).try_flatten().boxed())
+    }
+}
+
+impl ApprovalGate {
+    /// Hands the decisions to the inner agent, after the state snapshot that settles
+    /// confirmations of predicted state and the accepted message, and maps its approval
+    /// requests on the way out.
+    fn act_on(
+        &self,
+        mut request: RunRequest,
+        decisions: Decisions,
+    ) -> Result<AgentStream, AgentError> {
+        let mut confirmations = Vec::new();
+        let decisions: Vec<ToolDecision> = decisions
+            .decisions
+            .into_iter()
+            .map(|taken| {
+                confirmations.extend(taken.confirmation);
+                taken.decision
+            })
+            .collect();
         let mut prefix = Vec::new();
         if !confirmations.is_empty() {
             self.settle_predictions(&mut request, &confirmations, &mut prefix);
@@ -505,6 +600,7 @@ impl Agent for ApprovalGate {
         let mapper = (!self.policies.is_empty()).then(|| GateMapper {
             client_tool: request.version == ProtocolVersion::Legacy && self.settings.client_tool,
             client_tool_name: self.settings.client_tool_name.clone(),
+            scope: request.scope.clone(),
             thread_id: request.thread_id.clone(),
             policies: self.policies.clone(),
             signer: self.signer.clone(),
@@ -528,6 +624,7 @@ struct GateMapper {
     /// Ask through a client tool call (0.x clients) rather than an interrupt.
     client_tool: bool,
     client_tool_name: String,
+    scope: String,
     thread_id: String,
     policies: ApprovalPolicies,
     signer: ApprovalSigner,
@@ -552,6 +649,7 @@ impl UpdateMapper for GateMapper {
         } = request;
         let approval_id = self.signer.mint(
             ApprovalSubject {
+                scope: &self.scope,
                 thread_id: &self.thread_id,
                 tool_call_id: &tool_call_id,
                 tool_name: &tool_name,

@@ -1,6 +1,7 @@
 //! What an approval id binds and how it is spelled: the agent, the key (several keys verify,
 //! the first signs), one canonical spelling.
 
+use agui_host::settings::ThreadStoreKind;
 use serde_json::json;
 
 use super::*;
@@ -151,9 +152,13 @@ async fn an_id_in_any_other_spelling_is_refused() {
 async fn a_0x_thread_goes_on_after_the_key_of_its_old_approval_is_dropped() {
     let service = ToolService::start().await;
     let tools = vec![transfer_tool(&service, false)];
+    // Two processes with no store between them (a restart of the memory store would lose
+    // the thread, and a lost thread may not carry server tool results): the history alone
+    // decides, which is what the rule about retired keys is about.
     let old = spawn_app(|settings| {
         with_tools(settings, tools);
         settings.security.approval_keys = vec![OLD_KEY.into()];
+        settings.threads.store = ThreadStoreKind::Off;
     })
     .await;
     old.fake.push(Reply::Sse(chunks::tool_calls(
@@ -178,6 +183,7 @@ async fn a_0x_thread_goes_on_after_the_key_of_its_old_approval_is_dropped() {
     let rotated = spawn_app(|settings| {
         with_tools(settings, tools);
         settings.security.approval_keys = vec![NEW_KEY.into()];
+        settings.threads.store = ThreadStoreKind::Off;
     })
     .await;
     history.push(user("thanks, now just say hello"));

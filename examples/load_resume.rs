@@ -276,6 +276,9 @@ impl Context {
             .client
             .post(format!("{url}/{}", self.agent))
             .header("accept", "text/event-stream")
+            // A share of these clients drop their connection and resume: their runs must go
+            // on meanwhile (a plain disconnect stops a run).
+            .header("x-agui-on-disconnect", "continue")
             .json(&body)
             .send()
             .await

@@ -218,6 +218,15 @@ struct ThreadDecisions {
 }
 
 impl ThreadDecisions {
+    /// The ledger's key of one decision of this run's thread.
+    fn key<'a>(&'a self, tool_call_id: &'a str, approval: &'a str) -> DecisionKey<'a> {
+        DecisionKey {
+            thread: &self.thread,
+            tool_call_id,
+            approval,
+        }
+    }
+
     /// How long a claim must be remembered: until the id stops verifying (and a margin), or,
     /// for an id that never expires, as long as a thread is kept: past that a replay with the
     /// result dropped is no longer recognised (docs/human-in-the-loop.md).
@@ -242,11 +251,7 @@ impl DecisionClaims for ThreadDecisions {
         expires: Option<u64>,
     ) -> BoxFuture<'a, Result<bool, ClaimError>> {
         async move {
-            let key = DecisionKey {
-                thread: &self.thread,
-                tool_call_id,
-                approval,
-            };
+            let key = self.key(tool_call_id, approval);
             let keep = self.keep(expires);
             self.threads
                 .ledger
@@ -263,11 +268,7 @@ impl DecisionClaims for ThreadDecisions {
         approval: &'a str,
     ) -> BoxFuture<'a, Result<bool, ClaimError>> {
         async move {
-            let key = DecisionKey {
-                thread: &self.thread,
-                tool_call_id,
-                approval,
-            };
+            let key = self.key(tool_call_id, approval);
             self.threads
                 .ledger
                 .is_claimed(key)

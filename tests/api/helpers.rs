@@ -89,7 +89,6 @@ pub(crate) fn default_weather_result() -> Value {
 }
 
 impl TestApp {
-    /// POSTs a run input the way `HttpAgent` does.
     /// `GET <path>`.
     pub(crate) async fn get(&self, path: &str) -> reqwest::Response {
         self.client
@@ -99,6 +98,23 @@ impl TestApp {
             .expect("the app answers")
     }
 
+    /// `DELETE /assistant/threads/<thread_id>`, with a bearer `token` when given; the status.
+    pub(crate) async fn delete_thread(&self, thread_id: &str, token: Option<&str>) -> u16 {
+        let mut request = self
+            .client
+            .delete(format!("{}/assistant/threads/{thread_id}", self.address));
+        if let Some(token) = token {
+            request = request.bearer_auth(token);
+        }
+        request
+            .send()
+            .await
+            .expect("the app answers")
+            .status()
+            .as_u16()
+    }
+
+    /// POSTs a run input the way `HttpAgent` does.
     pub(crate) async fn post_run(&self, path: &str, body: &Value) -> reqwest::Response {
         self.post_raw(path, serde_json::to_vec(body).unwrap()).await
     }

@@ -84,14 +84,7 @@ async fn a_scope_at_its_quota_is_refused_and_others_keep_their_threads(backend: 
     app.fake.push(Reply::Sse(chunks::text_reply(&["Again."])));
     ran(run_as(&app, NOISY, "noisy-0").await).await;
     // What happens next: a deleted thread gives its place back.
-    let deleted = app
-        .client
-        .delete(format!("{}/assistant/threads/noisy-1", app.address))
-        .bearer_auth(NOISY)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(deleted.status(), 204);
+    assert_eq!(app.delete_thread("noisy-1", Some(NOISY)).await, 204);
     app.fake.push(Reply::Sse(chunks::text_reply(&["Room."])));
     ran(run_as(&app, NOISY, "noisy-5").await).await;
     assert_eq!(
@@ -142,14 +135,8 @@ async fn a_scope_past_its_bytes_runs_no_more_until_it_deletes(backend: Backend) 
     app.fake.push(Reply::Sse(chunks::text_reply(&["Ok."])));
     ran(run_as(&app, QUIET, "quiet").await).await;
     for i in 0..saved {
-        let deleted = app
-            .client
-            .delete(format!("{}/assistant/threads/noisy-{i}", app.address))
-            .bearer_auth(NOISY)
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(deleted.status(), 204);
+        let thread_id = format!("noisy-{i}");
+        assert_eq!(app.delete_thread(&thread_id, Some(NOISY)).await, 204);
     }
     app.fake.push(Reply::Sse(chunks::text_reply(&["Ok."])));
     ran(run_as(&app, NOISY, "noisy-again").await).await;

@@ -617,13 +617,7 @@ async fn an_echoed_answer_on_an_unknown_thread_is_not_a_forged_result(backend: B
     let question = user("Send 250 to Bob.");
     let events = app.run_events("/", &input(vec![question.clone()])).await;
     let id = interrupt_id(&events, "call_1");
-    let deleted = app
-        .client
-        .delete(format!("{}/assistant/threads/t1", app.address))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(deleted.status(), 204);
+    assert_eq!(app.delete_thread("t1", None).await, 204);
     let mut history = vec![
         question,
         assistant_calls(&[("call_1", "transfer_money", TRANSFER_ARGS)]),

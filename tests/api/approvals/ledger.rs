@@ -76,13 +76,7 @@ async fn an_approved_call_runs_once_over_truncation_delete_and_replays(redis: Op
     assert_well_formed(&app.run_events("/", &truncated).await);
 
     // And the thread itself goes.
-    let deleted = app
-        .client
-        .delete(format!("{}/assistant/threads/t1", app.address))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(deleted.status(), 204);
+    assert_eq!(app.delete_thread("t1", None).await, 204);
 
     // The same answer, twice, with the call still unanswered in the history.
     let mut kept = history.clone();
@@ -154,13 +148,7 @@ async fn redis_a_replay_on_another_replica_after_delete_runs_nothing() {
     let approve = resume_input(history, json!([resolved(&id, json!({"approved": true}))]));
     a.fake.push(Reply::Sse(chunks::text_reply(&["Sent."])));
     assert_success(&a.run_events("/", &approve).await);
-    let deleted = b
-        .client
-        .delete(format!("{}/assistant/threads/t1", b.address))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(deleted.status(), 204);
+    assert_eq!(b.delete_thread("t1", None).await, 204);
     b.fake.push(Reply::Sse(chunks::text_reply(&["Done."])));
     assert_success(&b.run_events("/", &with_run_id(approve, "r3")).await);
     assert_eq!(service.calls_of("transfer_money").len(), 1);
@@ -346,13 +334,7 @@ async fn memory_a_full_ledger_refuses_new_decisions_and_forgets_none() {
     assert_refused(&app.run_events("/", &second).await, "decision_ledger_full");
     assert_eq!(service.calls_of("transfer_money").len(), 1);
     // The entry it holds still counts.
-    let delete = app
-        .client
-        .delete(format!("{}/assistant/threads/t-one", app.address))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(delete.status(), 204);
+    assert_eq!(app.delete_thread("t-one", None).await, 204);
     app.fake
         .push(Reply::Sse(chunks::text_reply(&["Nothing to do."])));
     let replay = with_run_id(approvals[0].clone(), "t-one-replay");
@@ -390,13 +372,7 @@ async fn a_decline_never_undoes_or_denies_an_approval_that_ran() {
     assert_eq!(service.calls_of("transfer_money").len(), 1);
 
     // The thread forgotten, then a decline: nothing runs, and it is not called a decline.
-    let deleted = app
-        .client
-        .delete(format!("{}/assistant/threads/t1", app.address))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(deleted.status(), 204);
+    assert_eq!(app.delete_thread("t1", None).await, 204);
     app.fake.push(Reply::Sse(chunks::text_reply(&["Noted."])));
     let late = app.run_events("/", &answer(false, "r-late-decline")).await;
     assert_success(&late);

@@ -99,7 +99,12 @@ async fn get_thread(app: &TestApp, headers: &[(&str, &str)], thread: &str) -> re
     request.send().await.expect("the app answers")
 }
 
-async fn run_as(app: &TestApp, headers: &[(&str, &str)], body: &Value) -> reqwest::Response {
+/// A run posted to `/` with `headers` (a bearer token, a proxy's scope header).
+pub(crate) async fn run_as(
+    app: &TestApp,
+    headers: &[(&str, &str)],
+    body: &Value,
+) -> reqwest::Response {
     let mut request = app
         .client
         .post(format!("{}/", app.address))

@@ -29,15 +29,7 @@ fn on_store(settings: &mut Settings, redis: Option<&RedisServer>) {
 
 /// A run posted with `headers` (e.g. a bearer token); its events.
 async fn run_with(app: &TestApp, headers: &[(&str, &str)], body: &Value) -> Vec<Value> {
-    let mut request = app
-        .client
-        .post(format!("{}/", app.address))
-        .header("content-type", "application/json")
-        .json(body);
-    for (name, value) in headers {
-        request = request.header(*name, *value);
-    }
-    let response = request.send().await.expect("the app answers");
+    let response = crate::threads::run_as(app, headers, body).await;
     let status = response.status();
     let text = response.text().await.unwrap();
     assert_eq!(status, 200, "{text}");

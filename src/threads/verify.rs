@@ -279,23 +279,35 @@ mod tests {
         check_with(history, client_tools, true)
     }
 
-    /// `client_tools_win`: the agent's `tool_name_clash` is `prefer_client`.
+    /// The test agent's expectations, with `client_tools` declared by the request, handed to
+    /// `check`. `client_tools_win`: the agent's `tool_name_clash` is `prefer_client`.
+    fn with_expectations<T>(
+        client_tools: &[&str],
+        client_tools_win: bool,
+        check: impl FnOnce(Expectations<'_>) -> T,
+    ) -> T {
+        let tools = server_tools();
+        let prefixes = ["files__".to_owned()];
+        let client_tools: BTreeSet<&str> = client_tools.iter().copied().collect();
+        let resumed = BTreeSet::new();
+        check(Expectations {
+            server_tools: &tools,
+            server_tool_prefixes: &prefixes,
+            client_tools: &client_tools,
+            client_tools_win,
+            resumed_calls: &resumed,
+            declined_result: Some("declined"),
+        })
+    }
+
     fn check_with(
         history: &mut Vec<Message>,
         client_tools: &[&str],
         client_tools_win: bool,
     ) -> Result<(), HistoryMismatch> {
-        let tools = server_tools();
-        let client_tools: BTreeSet<&str> = client_tools.iter().copied().collect();
-        let expect = Expectations {
-            server_tools: &tools,
-            server_tool_prefixes: &["files__".to_owned()],
-            client_tools: &client_tools,
-            client_tools_win,
-            resumed_calls: &BTreeSet::new(),
-            declined_result: Some("declined"),
-        };
-        reconcile(&record(), history, expect).map(|_| ())
+        with_expectations(client_tools, client_tools_win, |expect| {
+            reconcile(&record(), history, expect).map(|_| ())
+        })
     }
 
     fn check_new_thread(
@@ -303,17 +315,9 @@ mod tests {
         client_tools: &[&str],
         resuming: bool,
     ) -> Result<(), HistoryMismatch> {
-        let tools = server_tools();
-        let client_tools: BTreeSet<&str> = client_tools.iter().copied().collect();
-        let expect = Expectations {
-            server_tools: &tools,
-            server_tool_prefixes: &["files__".to_owned()],
-            client_tools: &client_tools,
-            client_tools_win: false,
-            resumed_calls: &BTreeSet::new(),
-            declined_result: Some("declined"),
-        };
-        check_unrecorded(history, expect, resuming)
+        with_expectations(client_tools, false, |expect| {
+            check_unrecorded(history, expect, resuming)
+        })
     }
 
     #[test]

@@ -14,6 +14,9 @@ use crate::redis_server::RedisServer;
 
 const TOKEN_A: &str = "ledger-token-of-user-a";
 const TOKEN_B: &str = "ledger-token-of-user-b";
+/// The `Authorization` header of each of the two users.
+const USER_A: [(&str, &str); 1] = [("authorization", "Bearer ledger-token-of-user-a")];
+const USER_B: [(&str, &str); 1] = [("authorization", "Bearer ledger-token-of-user-b")];
 const SHARED_KEY: &str = "an-approval-key-both-replicas-share-of-40-chars";
 
 /// Where the thread (and the ledger) live.
@@ -159,10 +162,7 @@ async fn an_approval_id_of_one_scope_is_refused_for_another_on_the_same_thread()
             settings.server.auth.tokens = vec![TOKEN_A.into(), TOKEN_B.into()];
         })
         .await;
-        let bearer_a = format!("Bearer {TOKEN_A}");
-        let bearer_b = format!("Bearer {TOKEN_B}");
-        let a = [("authorization", bearer_a.as_str())];
-        let b = [("authorization", bearer_b.as_str())];
+        let (a, b) = (USER_A, USER_B);
         app.fake.push(Reply::Sse(chunks::tool_calls(
             &[("call_1", "transfer_money", TRANSFER_ARGS)],
             false,
@@ -226,10 +226,7 @@ async fn the_idempotency_key_tells_scopes_and_ids_apart_unambiguously() {
         settings.server.auth.tokens = vec![TOKEN_A.into(), TOKEN_B.into()];
     })
     .await;
-    let bearer_a = format!("Bearer {TOKEN_A}");
-    let bearer_b = format!("Bearer {TOKEN_B}");
-    let a = [("authorization", bearer_a.as_str())];
-    let b = [("authorization", bearer_b.as_str())];
+    let (a, b) = (USER_A, USER_B);
 
     // Two users on the same client-chosen thread id, whose model reuses a call id.
     let key_a = lookup_key(&app, &service, &a, "t1", "call_1").await;

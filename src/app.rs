@@ -10,10 +10,9 @@ use tokio::net::TcpListener;
 
 use crate::agent::approval::ApprovalPolicies;
 use crate::agent::{pipeline, Agent};
-use crate::http::{
-    self, AppState, Discovery, McpDown, McpReport, Metrics, Readiness, RunLimits, Shutdown,
-};
+use crate::http::{self, AppState, Discovery, McpDown, McpReport, Metrics, Readiness};
 use crate::llm::{LlmClient, LlmError};
+use crate::session::{Resumable, RunLimits, Sessions, Shutdown, StreamBufferLimits};
 use crate::settings::{Settings, SettingsError, MCP_TOOL_SEPARATOR};
 use crate::threads::{AgentTools, Threads};
 use crate::tools::mcp::{McpError, McpServers};
@@ -102,7 +101,7 @@ impl App {
         )
         .await?
         .map(Arc::new);
-        let runs = http::Resumable::from_settings(&settings).await?;
+        let runs = Resumable::from_settings(&settings).await?;
         let mcp = McpServers::start(&settings).await?;
         let Assembled {
             router,
@@ -279,7 +278,7 @@ fn assemble(
     settings: &Settings,
     extra_tools: &ExtraTools,
     approval_keys: &[String],
-    (threads, runs): (Option<Arc<Threads>>, Option<Arc<http::Resumable>>),
+    (threads, runs): (Option<Arc<Threads>>, Option<Arc<Resumable>>),
     mcp: &McpServers,
 ) -> Result<Assembled, AppError> {
     settings.validate()?;
@@ -320,22 +319,25 @@ fn assemble(
     let discovery = Arc::new(Discovery::new(settings, &registered_tools));
     let shutdown = Shutdown::new();
     let metrics = Arc::new(Metrics::new());
-    let state = AppState {
-        agents: Arc::new(agents),
-        default_agent: settings.default_agent.clone(),
+    let sessions = Arc::new(Sessions {
+        threads,
+        runs,
+        limits: RunLimits::new(&settings.server.limits),
+        shutdown: shutdown.clone(),
         keep_alive: Duration::from_secs(settings.server.keep_alive_secs.max(1)),
-        stream_buffer: http::StreamBufferLimits {
+        stream_buffer: StreamBufferLimits {
             max_bytes: settings.server.max_stream_buffer_bytes,
             slow_client_timeout: Duration::from_secs_f64(settings.server.slow_client_timeout_secs),
         },
-        limits: RunLimits::new(&settings.server.limits),
+    });
+    let state = AppState {
+        agents: Arc::new(agents),
+        default_agent: settings.default_agent.clone(),
+        sessions,
         input_limits: settings.server.input_limits.clone(),
-        shutdown: shutdown.clone(),
         metrics: Arc::clone(&metrics),
         readiness: Arc::new(readiness(settings, mcp)),
         discovery,
-        threads,
-        runs,
     };
     let router = http::router(state, settings)?;
     Ok(Assembled {

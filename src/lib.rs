@@ -74,6 +74,7 @@ pub mod http;
 pub mod llm;
 pub mod protocol;
 pub mod runs;
+pub mod session;
 pub mod settings;
 pub mod state;
 pub mod telemetry;

@@ -9,12 +9,12 @@
 use std::sync::Arc;
 
 use axum::extract::{Request, State};
-use axum::http::{header, HeaderMap, StatusCode};
+use axum::http::{header, HeaderMap};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use subtle::{Choice, ConstantTimeEq};
 
-use super::ApiError;
+use super::{ApiError, Code};
 
 /// The accepted tokens and the paths that need none.
 #[derive(Clone)]
@@ -113,15 +113,14 @@ pub(super) async fn require_token(
                 "request refused: no valid token"
             );
             let (code, message) = if presented.is_some() {
-                ("invalid_token", "the token is not valid")
+                (Code::InvalidToken, "the token is not valid")
             } else {
                 (
-                    "missing_token",
+                    Code::MissingToken,
                     "this server needs a token: `Authorization: Bearer <token>` or `X-API-Key`",
                 )
             };
-            let mut response =
-                ApiError::new(StatusCode::UNAUTHORIZED, code, message).into_response();
+            let mut response = ApiError::new(code, message).into_response();
             response.headers_mut().insert(
                 header::WWW_AUTHENTICATE,
                 header::HeaderValue::from_static("Bearer"),

@@ -33,7 +33,7 @@ use axum::http::{header, HeaderMap, Method, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
-use super::ApiError;
+use super::{ApiError, Code};
 use crate::protocol::{Content, ContentPart, Message, RunAgentInput, ToolCall};
 use crate::settings::InputLimitSettings;
 
@@ -44,15 +44,13 @@ mod tests;
 
 /// The refusal of a body that could not even be read (too large, or a broken transfer).
 pub(super) fn body_rejection(rejection: &BytesRejection) -> ApiError {
-    let status = rejection.status();
-    if status == StatusCode::PAYLOAD_TOO_LARGE {
+    if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
         ApiError::new(
-            status,
-            "payload_too_large",
+            Code::PayloadTooLarge,
             "the request body is larger than server.body_limit_bytes",
         )
     } else {
-        ApiError::new(status, "invalid_body", rejection.body_text())
+        ApiError::new(Code::InvalidBody, rejection.body_text())
     }
 }
 
@@ -81,8 +79,7 @@ pub(super) async fn read_body_in_time(
         Ok(Err(rejection)) => return body_rejection(&rejection).into_response(),
         Err(_elapsed) => {
             return ApiError::new(
-                StatusCode::REQUEST_TIMEOUT,
-                "body_timeout",
+                Code::BodyTimeout,
                 format!(
                     "the request body did not arrive within {} s (server.body_read_timeout_secs)",
                     timeout.as_secs_f64()
@@ -108,8 +105,7 @@ fn require_json(headers: &HeaderMap) -> Result<(), ApiError> {
         return Ok(());
     }
     Err(ApiError::new(
-        StatusCode::UNSUPPORTED_MEDIA_TYPE,
-        "unsupported_media_type",
+        Code::UnsupportedMediaType,
         match declared {
             Some(declared) => format!(
                 "POST with `Content-Type: application/json` (a RunAgentInput, or nothing to \
@@ -132,13 +128,11 @@ pub(super) fn decode_run_input(
         use serde_json::error::Category;
         match error.classify() {
             Category::Syntax | Category::Eof | Category::Io => ApiError::new(
-                StatusCode::BAD_REQUEST,
-                "invalid_json",
+                Code::InvalidJson,
                 format!("the body is not valid JSON: {error}"),
             ),
             Category::Data => ApiError::new(
-                StatusCode::UNPROCESSABLE_ENTITY,
-                "invalid_request",
+                Code::InvalidRequest,
                 format!("the body is not a valid RunAgentInput: {error}"),
             ),
         }
@@ -159,49 +153,49 @@ fn check_input_limits(input: &RunAgentInput, limits: &InputLimitSettings) -> Res
     // (code, what is counted, how many, the setting, its limit)
     let checks = [
         (
-            "too_many_messages",
+            Code::TooManyMessages,
             "messages",
             input.messages.len(),
             "max_messages",
             limits.max_messages,
         ),
         (
-            "content_too_large",
+            Code::ContentTooLarge,
             "bytes of message content",
             content_bytes(&input.messages),
             "max_content_bytes",
             limits.max_content_bytes,
         ),
         (
-            "too_many_tools",
+            Code::TooManyTools,
             "client tools",
             input.tools.len(),
             "max_tools",
             limits.max_tools,
         ),
         (
-            "too_many_context_entries",
+            Code::TooManyContextEntries,
             "context entries",
             input.context.len(),
             "max_context_entries",
             limits.max_context_entries,
         ),
         (
-            "context_too_large",
+            Code::ContextTooLarge,
             "bytes of context",
             context_bytes,
             "max_context_bytes",
             limits.max_context_bytes,
         ),
         (
-            "id_too_long",
+            Code::IdTooLong,
             "bytes in its longest id (threadId, runId, parentRunId)",
             ids(input).map(str::len).max().unwrap_or(0),
             "max_id_bytes",
             limits.max_id_bytes,
         ),
         (
-            "id_too_long",
+            Code::IdTooLong,
             "bytes in its longest message id, tool-call id or toolCallId",
             message_ids(&input.messages)
                 .map(str::len)
@@ -211,7 +205,7 @@ fn check_input_limits(input: &RunAgentInput, limits: &InputLimitSettings) -> Res
             limits.max_id_bytes,
         ),
         (
-            "too_many_tool_calls",
+            Code::TooManyToolCalls,
             "tool calls in one message",
             input
                 .messages
@@ -226,28 +220,28 @@ fn check_input_limits(input: &RunAgentInput, limits: &InputLimitSettings) -> Res
             limits.max_tool_calls_per_message,
         ),
         (
-            "metadata_too_large",
+            Code::MetadataTooLarge,
             "bytes of message, tool-call and content-part metadata",
             metadata_bytes(&input.messages),
             "max_metadata_bytes",
             limits.max_metadata_bytes,
         ),
         (
-            "forwarded_props_too_large",
+            Code::ForwardedPropsTooLarge,
             "bytes of forwardedProps",
             input.forwarded_props.as_ref().map_or(0, json_len),
             "max_forwarded_props_bytes",
             limits.max_forwarded_props_bytes,
         ),
         (
-            "too_many_resume_entries",
+            Code::TooManyResumeEntries,
             "resume entries",
             input.resume.len(),
             "max_resume_entries",
             limits.max_resume_entries,
         ),
         (
-            "resume_too_large",
+            Code::ResumeTooLarge,
             "bytes of resume interrupt ids and payloads",
             resume_bytes(input),
             "max_resume_bytes",
@@ -259,7 +253,6 @@ fn check_input_limits(input: &RunAgentInput, limits: &InputLimitSettings) -> Res
         .find(|&(_, _, actual, _, limit)| actual > limit)
     {
         Some((code, what, actual, key, limit)) => Err(ApiError::new(
-            StatusCode::UNPROCESSABLE_ENTITY,
             code,
             format!(
                 "the request has {actual} {what}, over this server's limit of {limit} \
@@ -296,8 +289,7 @@ fn check_ids(input: &RunAgentInput) -> Result<(), ApiError> {
     let has_control = |id: &str| id.chars().any(char::is_control);
     let refuse = |which: &str| {
         Err(ApiError::new(
-            StatusCode::UNPROCESSABLE_ENTITY,
-            "invalid_id",
+            Code::InvalidId,
             format!("{which} must not contain control characters"),
         ))
     };

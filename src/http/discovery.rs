@@ -6,7 +6,6 @@
 use std::collections::BTreeMap;
 
 use axum::extract::{Path, State};
-use axum::http::StatusCode;
 use axum::Json;
 use serde::Serialize;
 use serde_json::{json, Map, Value};
@@ -20,7 +19,6 @@ use crate::protocol::{
 use crate::settings::{
     AgentSettings, ApprovalPolicySetting, FixedApproval, OnDisconnect, Settings, ToolKindSettings,
 };
-use crate::text::truncate_chars;
 
 /// The key of this server's own declarations under `capabilities.custom`.
 const CUSTOM_KEY: &str = "agui-host";
@@ -101,14 +99,7 @@ pub(super) async fn capabilities(
 ) -> Result<Json<AgentCapabilities>, ApiError> {
     match state.discovery.capabilities.get(&agent) {
         Some(capabilities) => Ok(Json(capabilities.clone())),
-        None => Err(ApiError::new(
-            StatusCode::NOT_FOUND,
-            "unknown_agent",
-            format!(
-                "no agent named `{}`; GET /agents lists them",
-                truncate_chars(&agent, 64)
-            ),
-        )),
+        None => Err(ApiError::unknown_agent(&agent, &state)),
     }
 }
 

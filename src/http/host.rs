@@ -14,11 +14,11 @@
 //! any way it likes, and they reveal nothing a rebinding page could use.
 
 use axum::extract::{Request, State};
-use axum::http::{header, StatusCode};
+use axum::http::header;
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
-use super::ApiError;
+use super::{ApiError, Code};
 use crate::settings::ServerSettings;
 
 /// Which host names are answered.
@@ -110,8 +110,7 @@ pub(super) async fn require_allowed_host(
         .first()
         .map(|name| crate::text::truncate_chars(name, 80));
     ApiError::new(
-        StatusCode::FORBIDDEN,
-        "host_not_allowed",
+        Code::HostNotAllowed,
         match shown {
             Some(name) => format!(
                 "this server does not answer requests for the host `{name}` (server.allowed_hosts)"

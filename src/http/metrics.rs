@@ -21,7 +21,6 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
 use prometheus_client::registry::{Metric, Registry, Unit};
-use tokio::sync::OwnedSemaphorePermit;
 
 use super::AppState;
 use crate::protocol::TokenUsage;
@@ -220,11 +219,7 @@ impl Metrics {
     }
 
     /// Counts a run that starts streaming; the returned guard counts its end.
-    pub(super) fn run_started(
-        self: &Arc<Self>,
-        agent: &str,
-        permit: Option<OwnedSemaphorePermit>,
-    ) -> RunGuard {
+    pub(super) fn run_started(self: &Arc<Self>, agent: &str) -> RunGuard {
         let agent = AgentLabels {
             agent: agent.to_owned(),
         };
@@ -239,16 +234,15 @@ impl Metrics {
             outcome: None,
             first_update_seen: false,
             first_token_seen: false,
-            _permit: permit,
         }
     }
 }
 
-/// What one run holds while it streams: its concurrency slot and its place in the metrics.
+/// One run's place in the metrics, as one of the run's observers (`crate::session`).
 ///
-/// Dropping it ends the run's accounting and frees the slot; the pump drops it when the
-/// terminal event is written, or when the response is dropped (client gone, server stopped),
-/// never when the headers are sent.
+/// Dropping it ends the run's accounting; the pump finishes it when the terminal event is
+/// written, or drops it when the response is dropped (client gone, server stopped), never when
+/// the headers are sent.
 #[derive(Debug)]
 pub(super) struct RunGuard {
     metrics: Arc<Metrics>,
@@ -261,7 +255,6 @@ pub(super) struct RunGuard {
     outcome: Option<(&'static str, Option<String>)>,
     first_update_seen: bool,
     first_token_seen: bool,
-    _permit: Option<OwnedSemaphorePermit>,
 }
 
 impl RunGuard {
@@ -345,7 +338,6 @@ impl Drop for RunGuard {
                 .inc();
         }
         self.metrics.runs_in_flight.dec();
-        // `_permit` drops after this, freeing the run's slot.
     }
 }
 

@@ -6,24 +6,25 @@
 //!
 //! Tower layers stay at this edge (request ids, tracing, CORS, authentication, panics, body
 //! limit). Limits and deadlines of a *run* cannot be tower layers: a tower future ends at the
-//! response headers, a run at its last event; `limits` and the pump in `run` hold them.
+//! response headers, a run at its last event; the run's session (`crate::session`) holds them.
 //!
-//! Files: `run` (the run endpoints and the SSE pump), `decode` (body to `RunAgentInput`, input
-//! limits), `error` (ApiError), `ops` (health and readiness), `metrics` (the registry and
-//! `/metrics`), `limits` (run slots, deadline, shutdown), `auth` (tokens), `cors`, `discovery`
-//! (`/agents` and `/<agent>/capabilities`), `threads` (scope, hydrate, the save at a run's end,
-//! the thread routes), `runs` (the task that drives a logged run; reconnect and stop), `serve`
-//! (the accept loop, the connection bound and each connection's HTTP settings and deadlines),
-//! `host` (the `Host` allow-list against DNS rebinding).
+//! Files: `run` (the run endpoints), `decode` (body to `RunAgentInput`, input limits), `extract`
+//! (the agent of a path, the request's scopes, `Last-Event-ID`), `error` (ApiError), `ops`
+//! (health and readiness), `metrics` (the registry, `/metrics`, and the run's metrics as one of
+//! its observers), `auth` (tokens), `cors`, `discovery` (`/agents` and
+//! `/<agent>/capabilities`), `threads` (the thread routes), `runs` (reconnect and stop),
+//! `serve` (the accept loop, the connection bound and each connection's HTTP settings and
+//! deadlines), `host` (the `Host` allow-list against DNS rebinding).
 
 mod auth;
 mod cors;
 mod decode;
 mod discovery;
 mod error;
+mod extract;
 mod host;
-mod limits;
 mod metrics;
+mod observe;
 mod ops;
 mod run;
 mod runs;
@@ -49,12 +50,10 @@ use crate::agent::Agent;
 use crate::settings::{InputLimitSettings, Settings, SettingsError};
 pub use decode::check_media;
 pub use discovery::Discovery;
-pub use error::ApiError;
-pub use limits::{RunLimits, Shutdown};
+pub use error::{ApiError, Code};
 pub use metrics::Metrics;
 pub use ops::{McpDown, McpReport, Readiness};
-pub use run::StreamBufferLimits;
-pub use runs::{Resumable, ON_DISCONNECT_HEADER};
+pub use run::ON_DISCONNECT_HEADER;
 pub use serve::{serve, ConnectionLimits};
 
 /// The request-id header: accepted from the client (or a proxy) or generated, and returned.
@@ -65,21 +64,14 @@ const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
 pub struct AppState {
     pub agents: Arc<BTreeMap<String, Arc<dyn Agent>>>,
     pub default_agent: String,
-    pub keep_alive: Duration,
-    /// What a client reading slower than the model may hold up (see `run::outbox`).
-    pub stream_buffer: StreamBufferLimits,
-    pub limits: RunLimits,
+    /// Runs, their stores, limits and shutdown.
+    pub sessions: Arc<crate::session::Sessions>,
     /// What one request may carry (`server.input_limits`).
     pub input_limits: InputLimitSettings,
-    pub shutdown: Shutdown,
     pub metrics: Arc<Metrics>,
     pub readiness: Arc<Readiness>,
     /// The answers of `GET /agents` and `GET /<agent>/capabilities`.
     pub discovery: Arc<Discovery>,
-    /// Threads the server remembers; `None` when `threads.store = "off"`.
-    pub threads: Option<Arc<crate::threads::Threads>>,
-    /// The run log for reconnects and stops; `None` when runs are not logged.
-    pub runs: Option<Arc<Resumable>>,
 }
 
 impl std::fmt::Debug for AppState {
@@ -87,8 +79,7 @@ impl std::fmt::Debug for AppState {
         f.debug_struct("AppState")
             .field("agents", &self.agents.keys().collect::<Vec<_>>())
             .field("default_agent", &self.default_agent)
-            .field("keep_alive", &self.keep_alive)
-            .field("limits", &self.limits)
+            .field("sessions", &self.sessions)
             .finish_non_exhaustive()
     }
 }
@@ -183,8 +174,7 @@ async fn service_info(
 
 async fn not_found() -> ApiError {
     ApiError::new(
-        axum::http::StatusCode::NOT_FOUND,
-        "not_found",
+        Code::NotFound,
         "no such route: POST a RunAgentInput to / or /<agent>",
     )
 }

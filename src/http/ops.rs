@@ -138,7 +138,7 @@ pub(super) async fn health() -> Json<serde_json::Value> {
 
 /// `GET /ready`: 200 when this replica should get traffic, 503 with the reason when not.
 pub(super) async fn ready(State(state): State<AppState>) -> Response {
-    if state.shutdown.is_draining() {
+    if state.sessions.shutdown.is_draining() {
         return not_ready("shutting_down");
     }
     let upstream = match &state.readiness.upstream {

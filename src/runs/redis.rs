@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use futures_util::StreamExt;
-use redis::aio::{ConnectionManager, MultiplexedConnection};
+use redis::aio::{ConnectionManager, ConnectionManagerConfig, MultiplexedConnection};
 use redis::{AsyncConnectionConfig, Script};
 
 use tokio::sync::mpsc;
@@ -234,6 +234,28 @@ impl SharedRuns {
         let listener = tokio::spawn(listen_for_stops(Arc::downgrade(&runs.inner), pubsub));
         *lock(&runs.inner.subscriber) = Some(listener.abort_handle());
         Ok(runs)
+    }
+
+    /// The service for the Redis at `url`: a shared connection of its own (a busy run log
+    /// never queues behind the thread store's commands), and the client that opens each
+    /// remote reader's connection and the stop subscription.
+    ///
+    /// # Errors
+    /// A malformed URL, or Redis not answering.
+    pub async fn connect(
+        url: &str,
+        limits: SharedLimits,
+        lost_frame: LostFrame,
+    ) -> Result<SharedRuns, SharedError> {
+        let client = redis::Client::open(url).map_err(backend)?;
+        let config = ConnectionManagerConfig::new()
+            .set_connection_timeout(Some(limits.reply_timeout))
+            .set_response_timeout(Some(limits.reply_timeout))
+            .set_number_of_retries(2);
+        let connection = ConnectionManager::new_with_config(client.clone(), config)
+            .await
+            .map_err(backend)?;
+        SharedRuns::start(connection, client, limits, lost_frame).await
     }
 
     fn ms(duration: Duration) -> u64 {

@@ -209,6 +209,21 @@ pub struct AgentTools {
 type Backends = (Arc<dyn ThreadStore>, Leases, Arc<dyn DecisionLedger>);
 
 impl Threads {
+    /// The thread's record, if it has one. A record this version cannot read is as good as
+    /// none: the next save replaces it.
+    ///
+    /// # Errors
+    /// The store is not answering.
+    pub async fn load(&self, key: &ThreadKey) -> Result<Option<ThreadRecord>, StoreError> {
+        match self.store.load(key).await {
+            Err(StoreError::Decode(error)) => {
+                tracing::warn!(%error, "a stored thread could not be read; starting afresh");
+                Ok(None)
+            }
+            loaded => loaded,
+        }
+    }
+
     /// The service for `settings`, or `None` when the store is `off`.
     ///
     /// # Errors

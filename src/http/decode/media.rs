@@ -7,10 +7,9 @@
 //! OpenAI-compatible vision endpoints take), and URLs that are absolute `http(s)` (or `data:`)
 //! and short, when the operator allows URLs at all.
 
-use axum::http::StatusCode;
 use base64::Engine as _;
 
-use super::ApiError;
+use super::{ApiError, Code};
 use crate::protocol::{Content, ContentPart, Message, PartSource};
 use crate::settings::InputLimitSettings;
 
@@ -30,7 +29,7 @@ const IMAGE_FORMATS: &[(&str, &str)] = &[
 ];
 
 /// What one part's check found wrong: the error code and the reason.
-type Refusal = (&'static str, String);
+type Refusal = (Code, String);
 
 /// Checks every media part of `messages` against `limits` (see the module docs); the error is
 /// the 422 the server answers. Public so that its cost can be benchmarked (`benches/input.rs`)
@@ -53,8 +52,7 @@ pub fn check_media(messages: &[Message], limits: &InputLimitSettings) -> Result<
             count += 1;
             if count > limits.max_media_parts {
                 return Err(ApiError::new(
-                    StatusCode::UNPROCESSABLE_ENTITY,
-                    "too_many_media_parts",
+                    Code::TooManyMediaParts,
                     format!(
                         "the request has more than {} media parts, this server's limit \
                          (server.input_limits.max_media_parts)",
@@ -64,7 +62,6 @@ pub fn check_media(messages: &[Message], limits: &InputLimitSettings) -> Result<
             }
             check_part(part, limits).map_err(|(code, reason)| {
                 ApiError::new(
-                    StatusCode::UNPROCESSABLE_ENTITY,
                     code,
                     format!("messages[{message_index}].content[{part_index}]: {reason}"),
                 )
@@ -141,7 +138,7 @@ fn check_inline(
     let decoded_len = (data.len() / 4 * 3).saturating_sub(padding);
     if decoded_len > limits.max_media_bytes {
         return Err((
-            "media_too_large",
+            Code::MediaTooLarge,
             format!(
                 "the inline data is about {decoded_len} bytes, over this server's limit of {} \
                  (server.input_limits.max_media_bytes)",
@@ -211,7 +208,7 @@ fn check_url(url: &str, image: bool, limits: &InputLimitSettings) -> Result<(), 
     }
     if !limits.allow_media_urls {
         return Err((
-            "media_url_not_allowed",
+            Code::MediaUrlNotAllowed,
             "this server accepts media only as inline data \
              (server.input_limits.allow_media_urls = false)"
                 .to_owned(),
@@ -245,7 +242,7 @@ fn check_mime(mime_type: &str, image: bool) -> Result<Option<&'static str>, Refu
     match image_format(mime_type) {
         Some(format) => Ok(Some(format)),
         None => Err((
-            "unsupported_image_type",
+            Code::UnsupportedImageType,
             format!("images must be PNG, JPEG, GIF or WebP, not {mime_type}"),
         )),
     }
@@ -270,7 +267,7 @@ fn starts_like(format: &str, head: &[u8]) -> bool {
 }
 
 fn invalid(reason: String) -> Refusal {
-    ("invalid_media", reason)
+    (Code::InvalidMedia, reason)
 }
 
 #[cfg(test)]

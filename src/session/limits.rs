@@ -2,18 +2,17 @@
 //!
 //! Neither can be a tower layer: a layer's future ends with the response headers, a run with
 //! its last event. So a run takes an owned semaphore permit before its stream opens and the
-//! pump keeps it (in its [`RunGuard`](super::metrics::RunGuard)) until the stream ends or is
-//! dropped; the deadline and the shutdown token are awaited by the pump itself.
+//! pump holds it until the stream ends or is dropped; the deadline and the shutdown token are
+//! awaited by the pump itself.
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::http::StatusCode;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use super::ApiError;
+use super::Refused;
 use crate::settings::LimitSettings;
 
 /// The concurrent-run limit and the per-run deadline.
@@ -23,7 +22,7 @@ pub struct RunLimits {
     slots: Option<Arc<Semaphore>>,
     retry_after_secs: u64,
     /// `None`: runs may stream for as long as they like.
-    pub(super) deadline: Option<Duration>,
+    deadline: Option<Duration>,
 }
 
 impl RunLimits {
@@ -38,20 +37,22 @@ impl RunLimits {
         }
     }
 
-    /// A slot for one run, or 503 with `Retry-After` when every slot is taken. Never waits: a
-    /// queued run would hold its client's connection with nothing to show for it.
-    pub(super) fn try_acquire(&self) -> Result<Option<OwnedSemaphorePermit>, ApiError> {
+    /// How long a run may stream; `None`: no limit.
+    pub fn deadline(&self) -> Option<Duration> {
+        self.deadline
+    }
+
+    /// A slot for one run, or a refusal (with when to retry) when every slot is taken. Never
+    /// waits: a queued run would hold its client's connection with nothing to show for it.
+    pub(super) fn try_acquire(&self) -> Result<Option<OwnedSemaphorePermit>, Refused> {
         let Some(slots) = &self.slots else {
             return Ok(None);
         };
         match Arc::clone(slots).try_acquire_owned() {
             Ok(permit) => Ok(Some(permit)),
-            Err(_) => Err(ApiError::new(
-                StatusCode::SERVICE_UNAVAILABLE,
-                "too_many_runs",
-                "the server is running as many runs as it allows; retry later",
-            )
-            .with_retry_after(self.retry_after_secs)),
+            Err(_) => Err(Refused::TooManyRuns {
+                retry_after_secs: self.retry_after_secs,
+            }),
         }
     }
 }

@@ -8,16 +8,19 @@
 //! terminal event is queued past the bound: the client sees it once it reads the rest. Dropping
 //! the body (a disconnect) ends the task and with it the run, as before.
 
-use std::convert::Infallible;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::body::{Body, Bytes};
+use bytes::Bytes;
 use tokio::sync::{mpsc, Notify};
+use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
-use super::Pump;
+use super::pump::Pump;
+use super::sink::{self, FrameSink, Room};
+use super::stops::Stop;
+use super::RunBody;
 
 /// What a slow client may hold up (`server.max_stream_buffer_bytes`,
 /// `server.slow_client_timeout_secs`).
@@ -34,66 +37,66 @@ struct Backlog {
 }
 
 /// Starts the task that drives `pump` and answers with the body that streams its chunks.
-pub(super) fn spawn(pump: Pump, span: tracing::Span, limits: StreamBufferLimits) -> Body {
+pub(super) fn spawn(pump: Pump, span: tracing::Span, limits: StreamBufferLimits) -> RunBody {
     let backlog = Arc::new(Backlog {
         queued: AtomicUsize::new(0),
         room: Notify::new(),
     });
     let (sender, receiver) = mpsc::unbounded_channel();
+    let outbox = Outbox {
+        sender,
+        backlog: Arc::clone(&backlog),
+        limits,
+        shutdown: pump.shutdown_token().clone(),
+    };
     // On the shutdown's tracker, like every task that drives a run.
-    let tasks = pump.tasks.clone();
-    tasks.spawn(drive(pump, sender, Arc::clone(&backlog), limits).instrument(span));
-    Body::from_stream(body_stream(receiver, backlog, limits.max_bytes))
+    let tasks = pump.tasks().clone();
+    tasks.spawn(sink::drive(pump, outbox).instrument(span));
+    Box::pin(body_stream(receiver, backlog, limits.max_bytes))
 }
 
-/// Steps the pump until the terminal event, queueing each chunk; stops early when the body is
-/// dropped, or ends the run when the client leaves no room for too long.
-async fn drive(
-    mut pump: Pump,
+/// The sending side of the outbox.
+struct Outbox {
     sender: mpsc::UnboundedSender<Bytes>,
     backlog: Arc<Backlog>,
     limits: StreamBufferLimits,
-) {
-    let closed = sender.closed();
-    tokio::pin!(closed);
-    let shutdown = pump.stop.clone();
-    loop {
-        if backlog.queued.load(Ordering::Acquire) >= limits.max_bytes {
+    shutdown: CancellationToken,
+}
+
+impl FrameSink for Outbox {
+    /// Room below the bound; at it, waits for the client, or ends the run when the client
+    /// leaves it full for too long or the grace period is over meanwhile.
+    async fn room(&mut self) -> Room {
+        while self.backlog.queued.load(Ordering::Acquire) >= self.limits.max_bytes {
             // `notify_one` keeps a permit when nobody waits, so room made between the check
             // and the wait is not missed.
             tokio::select! {
-                () = &mut closed => return,
-                () = backlog.room.notified() => continue,
-                () = shutdown.cancelled() => {
-                    let message = "The server is shutting down; please retry.";
-                    if let Some(last) = pump.end_now("shutdown", message).await {
-                        let _ = sender.send(last);
-                    }
-                    return;
-                }
-                () = tokio::time::sleep(limits.slow_client_timeout) => {
+                () = self.sender.closed() => return Room::Closed,
+                () = self.backlog.room.notified() => {}
+                () = self.shutdown.cancelled() => return Room::End(Stop::Shutdown),
+                () = tokio::time::sleep(self.limits.slow_client_timeout) => {
                     tracing::warn!(
-                        queued_bytes = backlog.queued.load(Ordering::Relaxed),
-                        "the client read too slowly; ending the run"
+                        queued_bytes = self.backlog.queued.load(Ordering::Relaxed),
+                        "the client left its stream full"
                     );
-                    let message = "The client read the stream too slowly; the run was ended.";
-                    if let Some(last) = pump.end_now("client_too_slow", message).await {
-                        let _ = sender.send(last);
-                    }
-                    return;
+                    return Room::End(Stop::ClientTooSlow);
                 }
             }
         }
-        let batch = tokio::select! {
-            biased;
-            () = &mut closed => return,
-            batch = pump.next_batch() => batch,
-        };
-        let Some(batch) = batch else { return };
-        backlog.queued.fetch_add(batch.len(), Ordering::AcqRel);
-        if sender.send(batch).is_err() || pump.is_over() {
-            return;
-        }
+        Room::Ready
+    }
+
+    async fn closed(&self) {
+        self.sender.closed().await;
+    }
+
+    fn takes_keep_alives(&self) -> bool {
+        true
+    }
+
+    async fn send(&mut self, batch: Bytes, _terminal: bool) -> bool {
+        self.backlog.queued.fetch_add(batch.len(), Ordering::AcqRel);
+        self.sender.send(batch).is_ok()
     }
 }
 
@@ -102,7 +105,7 @@ fn body_stream(
     mut receiver: mpsc::UnboundedReceiver<Bytes>,
     backlog: Arc<Backlog>,
     max_bytes: usize,
-) -> impl futures_util::Stream<Item = Result<Bytes, Infallible>> + Send + 'static {
+) -> impl futures_util::Stream<Item = std::io::Result<Bytes>> + Send + 'static {
     futures_util::stream::poll_fn(move |cx| {
         receiver.poll_recv(cx).map(|chunk| {
             chunk.map(|chunk| {

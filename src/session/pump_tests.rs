@@ -14,29 +14,18 @@ use tokio_util::task::TaskTracker;
 use super::Pump;
 use crate::agent::{AgentError, AgentStream, AgentUpdate};
 use crate::protocol::{EventBody, ProtocolVersion, RunEncoder, KEEP_ALIVE_FRAME};
+use crate::session::StopSources;
 
 const KEEP_ALIVE: Duration = Duration::from_secs(15);
 
 fn pump(updates: AgentStream, deadline: Option<Duration>, stop: CancellationToken) -> Pump {
-    Pump {
-        encoder: RunEncoder::new(ProtocolVersion::V1, "thread".into(), "run".into()),
-        updates: Some(updates),
-        keep_alive: KEEP_ALIVE,
+    let encoder = RunEncoder::new(ProtocolVersion::V1, "thread".into(), "run".into());
+    let stops = StopSources {
+        shutdown: stop,
         deadline: deadline.map(|limit| Instant::now() + limit),
-        stop,
-        tasks: TaskTracker::new(),
-        guard: None,
-        started_at: Instant::now(),
-        bytes_sent: 0,
-        thread: None,
-        lease_lost: None,
-        span: tracing::Span::none(),
-        cancel: None,
-        last_write: Instant::now(),
-        waits: None,
-        batch: Vec::new(),
-        frames: bytes::BytesMut::new(),
-    }
+        ..StopSources::default()
+    };
+    Pump::new(encoder, updates, stops, TaskTracker::new()).keep_alive(KEEP_ALIVE)
 }
 
 /// The pump as a stream of body chunks, driven by whoever polls it.

@@ -1,0 +1,64 @@
+//! The one loop that drives a run: steps its [`Pump`] and hands each batch to a [`FrameSink`],
+//! the client's outbox (`outbox`) or the run's log (`logged`), until the terminal event, or
+//! until the sink says nobody reads any more or the run must end now.
+
+use std::future::Future;
+
+use bytes::Bytes;
+
+use super::pump::Pump;
+use super::stops::Stop;
+use crate::protocol::KEEP_ALIVE_FRAME;
+
+/// Whether a sink takes another batch.
+pub(super) enum Room {
+    Ready,
+    /// Nobody reads the run any more: it ends here, and dropping the pump ends the upstream.
+    Closed,
+    /// The run must end now, with this stop as its last batch.
+    End(Stop),
+}
+
+/// Where a run's batches go.
+pub(super) trait FrameSink: Send {
+    /// Waits until the sink takes another batch.
+    fn room(&mut self) -> impl Future<Output = Room> + Send;
+
+    /// Resolves once nobody will read what the sink takes (never, for a log).
+    fn closed(&self) -> impl Future<Output = ()> + Send;
+
+    /// Whether keep-alive comments are for this sink (a log keeps only frames).
+    fn takes_keep_alives(&self) -> bool;
+
+    /// Takes a batch; `terminal`: it holds the run's last event. `false`: nobody reads any more.
+    fn send(&mut self, batch: Bytes, terminal: bool) -> impl Future<Output = bool> + Send;
+}
+
+/// Steps `pump` into `sink` until the run is over or nobody reads it.
+pub(super) async fn drive(mut pump: Pump, mut sink: impl FrameSink) {
+    loop {
+        match sink.room().await {
+            Room::Ready => {}
+            Room::Closed => return,
+            Room::End(stop) => {
+                if let Some(last) = pump.end_now(stop).await {
+                    sink.send(last, true).await;
+                }
+                return;
+            }
+        }
+        let batch = tokio::select! {
+            biased;
+            () = sink.closed() => return,
+            batch = pump.next_batch() => batch,
+        };
+        let Some(batch) = batch else { return };
+        if !sink.takes_keep_alives() && batch.as_ref() == KEEP_ALIVE_FRAME {
+            continue;
+        }
+        let over = pump.is_over();
+        if !sink.send(batch, over).await || over {
+            return;
+        }
+    }
+}

@@ -8,6 +8,8 @@ use std::time::Duration;
 
 use tokio::net::TcpListener;
 
+mod backends;
+
 use crate::agent::approval::ApprovalPolicies;
 use crate::agent::{pipeline, Agent};
 use crate::http::{self, AppState, Discovery, McpDown, McpReport, Metrics, Readiness};
@@ -95,13 +97,12 @@ impl App {
             (None, None),
             &McpServers::default(),
         )?;
-        let threads = Threads::from_settings(
+        let (threads, runs) = backends::open(
+            &settings,
             &scoped_thread_settings(&settings),
             agent_tools(&settings, &extra_tools),
         )
-        .await?
-        .map(Arc::new);
-        let runs = Resumable::from_settings(&settings).await?;
+        .await?;
         let mcp = McpServers::start(&settings).await?;
         let Assembled {
             router,

@@ -49,6 +49,8 @@ use crate::protocol::{
 pub use chat::{ChatAgent, ChatAgentConfig};
 pub use history::{to_chat_messages, SYNTHETIC_MISSING_RESULT};
 pub use ledger::{ClaimError, DecisionClaims};
+#[cfg(test)]
+pub(crate) use mapper::testing;
 pub use mapper::{map_updates, UpdateMapper};
 pub use state_view::{add_member, apply_update};
 

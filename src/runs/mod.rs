@@ -3,14 +3,15 @@
 //! run. The log is bounded (runs, frames and bytes per run, bytes in all) and forgets a run
 //! some minutes after its terminal event; a cursor older than what is kept is an explicit
 //! [`ReadError::CursorExpired`], never a silent restart. `frames` keeps each run's frames:
-//! content frames in a row as their deltas, the others as their bytes. With Redis, `redis`
-//! shares each run's log with every replica; a [`Reader`] reads either log the same way.
+//! content frames in a row as their deltas, the others as their bytes. `store` is the seam the
+//! session uses ([`RunLogStore`]): this process's logs ([`MemoryRunLogs`]), or those logs shared
+//! with every replica on Redis (`redis`).
 
 mod follow;
 mod frames;
 mod readers;
 pub mod redis;
-mod redis_follow;
+mod store;
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -23,7 +24,7 @@ use tokio_util::sync::CancellationToken;
 
 pub use follow::{Follower, Next};
 pub use readers::{ReaderRefusal, ReaderSlot, ReaderSlots};
-pub use redis::{SharedFollower, SharedRuns};
+pub use store::{KeptRun, LogError, LogReader, MemoryRunLogs, RunLogStore, RunRef, RunWriter};
 
 use crate::settings::RunSettings;
 
@@ -397,25 +398,6 @@ struct Batch {
     ended: bool,
     /// ... because the run's driver went away without a terminal event.
     broken: bool,
-}
-
-/// A reader of a run: of this process's log, or of the shared log of a run another replica
-/// owns. Both give the same frames for the same cursor.
-#[derive(Debug)]
-pub enum Reader {
-    Local(Follower),
-    /// Boxed: it carries its own Redis connection, many times a local follower's size.
-    Shared(Box<SharedFollower>),
-}
-
-impl Reader {
-    /// The next frames, waiting up to `idle` for them; `None` once the log has ended.
-    pub async fn next(&mut self, idle: Duration) -> Option<Next> {
-        match self {
-            Reader::Local(follower) => follower.next(idle).await,
-            Reader::Shared(follower) => follower.next(idle).await,
-        }
-    }
 }
 
 /// The seq of `Last-Event-ID` `<runId>:<seq>` for `run_id`; `None` when it is not that shape.

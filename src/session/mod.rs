@@ -31,13 +31,14 @@ use tokio::sync::OwnedSemaphorePermit;
 
 pub use error::Refused;
 pub use limits::{RunLimits, Shutdown};
-pub use logged::{Resumable, StopState};
+pub use logged::{lost_frame, Resumable, StopState};
 pub use observe::{Outcome, RunObserver};
 pub use outbox::StreamBufferLimits;
 pub use stops::{Stop, StopSources};
 
 use crate::agent::{Agent, AgentStream, RunRequest};
 use crate::protocol::RunEncoder;
+use crate::runs::RunRef;
 use crate::threads::Threads;
 use logged::LoggedRun;
 use pump::Pump;
@@ -184,7 +185,12 @@ impl Sessions {
         let (Some(runs), Some(scope)) = (self.runs.as_deref(), scope) else {
             return Err(Refused::RunNotFound);
         };
-        logged::reconnect(runs, (agent, run_id, scope), cursor, self.keep_alive).await
+        let run = RunRef {
+            scope,
+            agent,
+            run_id,
+        };
+        logged::reconnect(runs, run, cursor, self.keep_alive).await
     }
 
     /// Stops the run (agent, run id) of `scope`.
@@ -199,7 +205,12 @@ impl Sessions {
         let (Some(runs), Some(scope)) = (self.runs.as_deref(), scope) else {
             return Err(Refused::RunNotFound);
         };
-        logged::stop(runs, (agent, run_id, scope)).await
+        let run = RunRef {
+            scope,
+            agent,
+            run_id,
+        };
+        logged::stop(runs, run).await
     }
 }
 
@@ -263,3 +274,6 @@ impl Session {
         }
     }
 }
+
+#[cfg(test)]
+mod tests;

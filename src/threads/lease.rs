@@ -1,8 +1,9 @@
 //! One run per thread: a lease a run holds while it streams. In one process it is an entry in
-//! a map; with Redis it is `SET agui:lease:<digest> <random token> NX PX <ttl>`, renewed and
-//! released by scripts that compare the token first (so a run that lost its lease can never
-//! extend or free its successor's), which makes it hold across processes. A renewal that fails
-//! cancels the run's `lost` token: the run stops rather than go on unguarded. The lease is
+//! a map; a store shared by processes adds its own hold ([`SharedLeases`]; with Redis
+//! `SET agui:lease:<digest> <random token> NX PX <ttl>`, renewed and released by scripts that
+//! compare the token first, so a run that lost its lease can never extend or free its
+//! successor's), which makes it hold across processes. A renewal that fails cancels the run's
+//! `lost` token: the run stops rather than go on unguarded. The lease is
 //! also the fence on the thread's record: a store saves only while the lease still holds the
 //! thread ([`Lease::while_held`] in one process, the same token check inside the Redis save
 //! script), so a run superseded on another replica, which hears of it only at its next
@@ -14,23 +15,10 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use redis::aio::ConnectionManager;
-use redis::Script;
+use futures_util::future::BoxFuture;
 use tokio_util::sync::CancellationToken;
 
 use super::{StoreError, ThreadKey};
-
-const RENEW: &str = r"
-if redis.call('GET', KEYS[1]) == ARGV[1] then
-  return redis.call('PEXPIRE', KEYS[1], ARGV[2])
-end
-return 0";
-
-const RELEASE: &str = r"
-if redis.call('GET', KEYS[1]) == ARGV[1] then
-  return redis.call('DEL', KEYS[1])
-end
-return 0";
 
 /// Why a lease was not granted.
 #[derive(Debug, thiserror::Error)]
@@ -41,26 +29,43 @@ pub enum LeaseError {
     Backend(#[from] StoreError),
 }
 
-/// The leases of this process, and Redis's when threads live there.
+/// The hold on a thread that processes sharing a store see: taken with a random token, and
+/// renewed and released only by the holder of that token.
+pub trait SharedLeases: Send + Sync + std::fmt::Debug + 'static {
+    /// Takes `key`'s lease for `token`; with `supersede`, from whoever holds it.
+    ///
+    /// # Errors
+    /// [`LeaseError::Busy`] (another holder, without `supersede`), or the store failed.
+    fn take<'a>(
+        &'a self,
+        key: &'a ThreadKey,
+        token: &'a str,
+        supersede: bool,
+    ) -> BoxFuture<'a, Result<(), LeaseError>>;
+
+    /// Extends `token`'s hold; `Ok(false)` when it no longer holds `key`.
+    ///
+    /// # Errors
+    /// The store failed.
+    fn renew<'a>(
+        &'a self,
+        key: &'a ThreadKey,
+        token: &'a str,
+    ) -> BoxFuture<'a, Result<bool, StoreError>>;
+
+    /// Frees `key` if `token` still holds it.
+    fn release<'a>(&'a self, key: &'a ThreadKey, token: &'a str) -> BoxFuture<'a, ()>;
+
+    /// How long a hold lasts unrenewed: how long a crashed holder blocks its thread.
+    fn ttl(&self) -> Duration;
+}
+
+/// The leases of this process, and the shared store's when threads live there.
 #[derive(Debug, Clone)]
 pub struct Leases {
     /// The runs of this process by thread, so a superseding run stops its predecessor at once.
     local: Arc<Mutex<HashMap<ThreadKey, Holder>>>,
-    redis: Option<RedisLeases>,
-}
-
-#[derive(Clone)]
-struct RedisLeases {
-    connection: ConnectionManager,
-    ttl: Duration,
-}
-
-impl std::fmt::Debug for RedisLeases {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("RedisLeases")
-            .field("ttl", &self.ttl)
-            .finish_non_exhaustive()
-    }
+    shared: Option<Arc<dyn SharedLeases>>,
 }
 
 #[derive(Debug)]
@@ -85,16 +90,15 @@ impl Leases {
     pub fn local() -> Leases {
         Leases {
             local: Arc::default(),
-            redis: None,
+            shared: None,
         }
     }
 
-    /// Leases that hold across every process sharing this Redis; `ttl` is how long a crashed
-    /// holder blocks its thread.
-    pub fn redis(connection: ConnectionManager, ttl: Duration) -> Leases {
+    /// Leases that hold across every process sharing `shared`'s store.
+    pub fn shared(shared: Arc<dyn SharedLeases>) -> Leases {
         Leases {
             local: Arc::default(),
-            redis: Some(RedisLeases { connection, ttl }),
+            shared: Some(shared),
         }
     }
 
@@ -106,14 +110,14 @@ impl Leases {
     /// Busy, or Redis failed.
     pub async fn acquire(&self, key: &ThreadKey, supersede: bool) -> Result<Lease, LeaseError> {
         let token = uuid::Uuid::new_v4().simple().to_string();
-        if let Some(redis) = &self.redis {
-            redis.take(key, &token, supersede).await?;
+        if let Some(shared) = &self.shared {
+            shared.take(key, &token, supersede).await?;
         }
         let lost = CancellationToken::new();
         {
             let mut local = self.lock();
             if let Some(holder) = local.get(key) {
-                if !supersede && self.redis.is_none() {
+                if !supersede && self.shared.is_none() {
                     return Err(LeaseError::Busy);
                 }
                 holder.lost.cancel();
@@ -127,9 +131,9 @@ impl Leases {
             );
         }
         let renewal = self
-            .redis
+            .shared
             .clone()
-            .map(|redis| redis.spawn_renewal(key.clone(), token.clone(), lost.clone()));
+            .map(|shared| spawn_renewal(shared, key.clone(), token.clone(), lost.clone()));
         Ok(Lease {
             key: key.clone(),
             token,
@@ -152,80 +156,33 @@ impl Leases {
     }
 }
 
-/// The Redis key holding the token of the run that has `key`'s thread.
-pub(super) fn redis_key(key: &ThreadKey) -> String {
-    format!("agui:lease:{}", key.digest())
-}
-
-impl RedisLeases {
-    fn ttl_ms(&self) -> u64 {
-        u64::try_from(self.ttl.as_millis()).unwrap_or(u64::MAX)
-    }
-
-    async fn take(&self, key: &ThreadKey, token: &str, supersede: bool) -> Result<(), LeaseError> {
-        let mut command = redis::cmd("SET");
-        command.arg(redis_key(key)).arg(token);
-        if !supersede {
-            command.arg("NX");
-        }
-        command.arg("PX").arg(self.ttl_ms());
-        let mut connection = self.connection.clone();
-        let granted: Option<String> = command
-            .query_async(&mut connection)
-            .await
-            .map_err(super::redis::backend)?;
-        granted.map(drop).ok_or(LeaseError::Busy)
-    }
-
-    /// Renews every third of the TTL; a renewal refused (the token changed: superseded or
-    /// expired) or failed cancels `lost`.
-    fn spawn_renewal(
-        self,
-        key: ThreadKey,
-        token: String,
-        lost: CancellationToken,
-    ) -> tokio::task::AbortHandle {
-        let task = tokio::spawn(async move {
-            let script = Script::new(RENEW);
-            let lease_key = redis_key(&key);
-            loop {
-                tokio::select! {
-                    () = lost.cancelled() => return,
-                    () = tokio::time::sleep(self.ttl / 3) => {}
-                }
-                let mut connection = self.connection.clone();
-                let renewed: Result<i64, _> = script
-                    .key(&lease_key)
-                    .arg(&token)
-                    .arg(self.ttl_ms())
-                    .invoke_async(&mut connection)
-                    .await;
-                if !matches!(renewed, Ok(1)) {
-                    tracing::warn!(
-                        thread_id = %key.thread_id,
-                        error = renewed.err().map(|e| e.to_string()),
-                        "the run lost its thread lease; stopping it"
-                    );
-                    lost.cancel();
-                    return;
-                }
+/// Renews every third of the TTL; a renewal refused (the token changed: superseded or
+/// expired) or failed cancels `lost`.
+fn spawn_renewal(
+    shared: Arc<dyn SharedLeases>,
+    key: ThreadKey,
+    token: String,
+    lost: CancellationToken,
+) -> tokio::task::AbortHandle {
+    let task = tokio::spawn(async move {
+        loop {
+            tokio::select! {
+                () = lost.cancelled() => return,
+                () = tokio::time::sleep(shared.ttl() / 3) => {}
             }
-        });
-        task.abort_handle()
-    }
-
-    async fn release(&self, key: &ThreadKey, token: &str) {
-        let mut connection = self.connection.clone();
-        let released: Result<i64, _> = Script::new(RELEASE)
-            .key(redis_key(key))
-            .arg(token)
-            .invoke_async(&mut connection)
-            .await;
-        if let Err(error) = released {
-            // The TTL frees it soon anyway.
-            tracing::warn!(%error, "could not release a thread lease");
+            let renewed = shared.renew(&key, &token).await;
+            if !matches!(renewed, Ok(true)) {
+                tracing::warn!(
+                    thread_id = %key.thread_id,
+                    error = renewed.err().map(|e| e.to_string()),
+                    "the run lost its thread lease; stopping it"
+                );
+                lost.cancel();
+                return;
+            }
         }
-    }
+    });
+    task.abort_handle()
 }
 
 impl Lease {
@@ -234,7 +191,7 @@ impl Lease {
         &self.key
     }
 
-    /// What identifies this run's hold on the thread (in Redis, the lease key's value).
+    /// What identifies this run's hold on the thread (in a shared store, the lease's value).
     pub(super) fn token(&self) -> &str {
         &self.token
     }
@@ -260,8 +217,8 @@ impl Lease {
         self.released = true;
         self.stop_renewal();
         self.leases.forget_local(&self.key, &self.token);
-        if let Some(redis) = &self.leases.redis {
-            redis.release(&self.key, &self.token).await;
+        if let Some(shared) = &self.leases.shared {
+            shared.release(&self.key, &self.token).await;
         }
     }
 
@@ -279,14 +236,14 @@ impl Drop for Lease {
         }
         self.stop_renewal();
         self.leases.forget_local(&self.key, &self.token);
-        // Never block in Drop: the Redis release runs on its own, and the TTL covers the case
+        // Never block in Drop: the shared release runs on its own, and the TTL covers the case
         // where there is no runtime left to run it.
-        if let (Some(redis), Ok(runtime)) = (
-            self.leases.redis.clone(),
+        if let (Some(shared), Ok(runtime)) = (
+            self.leases.shared.clone(),
             tokio::runtime::Handle::try_current(),
         ) {
             let (key, token) = (self.key.clone(), std::mem::take(&mut self.token));
-            runtime.spawn(async move { redis.release(&key, &token).await });
+            runtime.spawn(async move { shared.release(&key, &token).await });
         }
     }
 }

@@ -22,15 +22,13 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::protocol::{Interrupt, Message};
-use crate::settings::{
-    ConcurrentRunPolicy, HistoryPolicy, ThreadSettings, ThreadStoreKind, ToolNameClash,
-};
+use crate::settings::{ConcurrentRunPolicy, HistoryPolicy, ThreadSettings, ToolNameClash};
 
-pub use lease::{Lease, LeaseError, Leases};
+pub use lease::{Lease, LeaseError, Leases, SharedLeases};
 pub use ledger::{DecisionKey, DecisionLedger, MemoryLedger, RedisLedger};
 pub use memory::MemoryStore;
 pub use recorder::ThreadRecorder;
-pub use redis::RedisStore;
+pub use redis::{RedisLeases, RedisStore};
 
 /// Which thread: the scope (who asks), the agent, and the client's thread id.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -155,7 +153,7 @@ pub trait ThreadStore: Send + Sync + std::fmt::Debug + 'static {
     /// Writes the whole record of the lease's thread and restarts its time to live, only if
     /// the lease still holds the thread at the moment of writing (checked and written in one
     /// step); otherwise [`StoreError::LeaseLost`] and nothing is written. A store is used
-    /// with the leases [`Threads::from_settings`] pairs it with.
+    /// with the leases its [`ThreadBackends`] pairs it with.
     fn save<'a>(
         &'a self,
         lease: &'a Lease,
@@ -205,10 +203,80 @@ pub struct AgentTools {
     pub tool_name_clash: ToolNameClash,
 }
 
-/// What a store is made of: the records, the leases, the decision ledger.
-type Backends = (Arc<dyn ThreadStore>, Leases, Arc<dyn DecisionLedger>);
+/// What a thread service is made of: the records, the leases, the decision ledger, of one
+/// kind of store (chosen where the app is assembled).
+#[derive(Debug)]
+pub struct ThreadBackends {
+    pub store: Arc<dyn ThreadStore>,
+    pub leases: Leases,
+    pub ledger: Arc<dyn DecisionLedger>,
+}
+
+impl ThreadBackends {
+    /// Everything in this process: threads for one replica.
+    pub fn memory(settings: &ThreadSettings) -> Self {
+        let store = MemoryStore::new(settings.max_threads, settings.max_bytes, ttl(settings))
+            .with_scope_quota(ScopeQuota::from_settings(settings));
+        ThreadBackends {
+            store: Arc::new(store),
+            leases: Leases::local(),
+            ledger: Arc::new(MemoryLedger::new(settings.max_decisions)),
+        }
+    }
+
+    /// Everything in the Redis `connection` leads to: threads shared by replicas.
+    pub fn redis(settings: &ThreadSettings, connection: &::redis::aio::ConnectionManager) -> Self {
+        let lease_ttl = Duration::from_secs(settings.lease_ttl_secs.max(1));
+        let store = RedisStore::new(connection.clone(), ttl(settings), settings.max_bytes)
+            .with_scope_quota(ScopeQuota::from_settings(settings));
+        ThreadBackends {
+            store: Arc::new(store),
+            leases: Leases::shared(Arc::new(RedisLeases::new(connection.clone(), lease_ttl))),
+            ledger: Arc::new(RedisLedger::new(connection.clone())),
+        }
+    }
+}
+
+/// How long a thread is kept after its last save.
+fn ttl(settings: &ThreadSettings) -> Duration {
+    Duration::from_secs(settings.ttl_secs.max(1))
+}
+
+impl ScopeQuota {
+    fn from_settings(settings: &ThreadSettings) -> Self {
+        ScopeQuota {
+            max_threads: settings.max_threads_per_scope,
+            max_bytes: settings.max_bytes_per_scope,
+        }
+    }
+}
 
 impl Threads {
+    /// The service over `backends`, by the policies of `settings`.
+    pub fn new(
+        backends: ThreadBackends,
+        settings: &ThreadSettings,
+        agent_tools: BTreeMap<String, AgentTools>,
+    ) -> Threads {
+        let ThreadBackends {
+            store,
+            leases,
+            ledger,
+        } = backends;
+        let scope_header = Some(settings.scope_header.trim().to_ascii_lowercase())
+            .filter(|header| !header.is_empty());
+        Threads {
+            store,
+            leases,
+            ledger,
+            ttl: ttl(settings),
+            history: settings.history,
+            on_concurrent_run: settings.on_concurrent_run,
+            scope_header,
+            agent_tools,
+        }
+    }
+
     /// The thread's record, if it has one. A record this version cannot read is as good as
     /// none: the next save replaces it.
     ///
@@ -222,60 +290,6 @@ impl Threads {
             }
             loaded => loaded,
         }
-    }
-
-    /// The service for `settings`, or `None` when the store is `off`.
-    ///
-    /// # Errors
-    /// Redis cannot be reached or its URL is malformed.
-    pub async fn from_settings(
-        settings: &ThreadSettings,
-        agent_tools: BTreeMap<String, AgentTools>,
-    ) -> Result<Option<Threads>, StoreError> {
-        let ttl = Duration::from_secs(settings.ttl_secs.max(1));
-        let quota = ScopeQuota {
-            max_threads: settings.max_threads_per_scope,
-            max_bytes: settings.max_bytes_per_scope,
-        };
-        let (store, leases, ledger): Backends = match settings.store {
-            ThreadStoreKind::Off => return Ok(None),
-            ThreadStoreKind::Memory => (
-                Arc::new(
-                    MemoryStore::new(settings.max_threads, settings.max_bytes, ttl)
-                        .with_scope_quota(quota),
-                ),
-                Leases::local(),
-                Arc::new(MemoryLedger::new(settings.max_decisions)),
-            ),
-            ThreadStoreKind::Redis => {
-                let connection = redis::connect(
-                    &settings.redis_url,
-                    Duration::from_millis(settings.redis_timeout_ms.max(1)),
-                )
-                .await?;
-                let lease_ttl = Duration::from_secs(settings.lease_ttl_secs.max(1));
-                (
-                    Arc::new(
-                        RedisStore::new(connection.clone(), ttl, settings.max_bytes)
-                            .with_scope_quota(quota),
-                    ),
-                    Leases::redis(connection.clone(), lease_ttl),
-                    Arc::new(RedisLedger::new(connection)),
-                )
-            }
-        };
-        let scope_header = Some(settings.scope_header.trim().to_ascii_lowercase())
-            .filter(|header| !header.is_empty());
-        Ok(Some(Threads {
-            store,
-            leases,
-            ledger,
-            ttl,
-            history: settings.history,
-            on_concurrent_run: settings.on_concurrent_run,
-            scope_header,
-            agent_tools,
-        }))
     }
 }
 

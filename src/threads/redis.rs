@@ -17,7 +17,7 @@ use futures_util::future::{BoxFuture, FutureExt};
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::{AsyncCommands, Script, ScriptInvocation};
 
-use super::lease::{self, Lease};
+use super::lease::{Lease, LeaseError, SharedLeases};
 use super::{Quota, ScopeQuota, StoreError, ThreadKey, ThreadRecord, ThreadStore};
 
 /// Drops a scope's expired members (KEYS[1] the set, KEYS[2] the sizes), then leaves in `now`
@@ -99,6 +99,123 @@ pub async fn connect(url: &str, timeout: Duration) -> Result<ConnectionManager, 
         .map_err(backend)
 }
 
+/// The Redis key holding the token of the run that has `key`'s thread.
+fn lease_key(key: &ThreadKey) -> String {
+    format!("agui:lease:{}", key.digest())
+}
+
+/// Renews a lease if the caller's token still holds it.
+static RENEW_LEASE: std::sync::LazyLock<Script> = std::sync::LazyLock::new(|| {
+    Script::new(
+        r"
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  return redis.call('PEXPIRE', KEYS[1], ARGV[2])
+end
+return 0",
+    )
+});
+
+/// Frees a lease if the caller's token still holds it.
+static RELEASE_LEASE: std::sync::LazyLock<Script> = std::sync::LazyLock::new(|| {
+    Script::new(
+        r"
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  return redis.call('DEL', KEYS[1])
+end
+return 0",
+    )
+});
+
+/// Run leases that hold across every process sharing this Redis (see `super::lease`).
+#[derive(Clone)]
+pub struct RedisLeases {
+    connection: ConnectionManager,
+    ttl: Duration,
+}
+
+impl std::fmt::Debug for RedisLeases {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RedisLeases")
+            .field("ttl", &self.ttl)
+            .finish_non_exhaustive()
+    }
+}
+
+impl RedisLeases {
+    /// Leases on `connection`; `ttl` is how long a crashed holder blocks its thread.
+    pub fn new(connection: ConnectionManager, ttl: Duration) -> Self {
+        RedisLeases { connection, ttl }
+    }
+
+    fn ttl_ms(&self) -> u64 {
+        u64::try_from(self.ttl.as_millis()).unwrap_or(u64::MAX)
+    }
+}
+
+impl SharedLeases for RedisLeases {
+    fn take<'a>(
+        &'a self,
+        key: &'a ThreadKey,
+        token: &'a str,
+        supersede: bool,
+    ) -> BoxFuture<'a, Result<(), LeaseError>> {
+        async move {
+            let mut command = redis::cmd("SET");
+            command.arg(lease_key(key)).arg(token);
+            if !supersede {
+                command.arg("NX");
+            }
+            command.arg("PX").arg(self.ttl_ms());
+            let mut connection = self.connection.clone();
+            let granted: Option<String> = command
+                .query_async(&mut connection)
+                .await
+                .map_err(backend)?;
+            granted.map(drop).ok_or(LeaseError::Busy)
+        }
+        .boxed()
+    }
+
+    fn renew<'a>(
+        &'a self,
+        key: &'a ThreadKey,
+        token: &'a str,
+    ) -> BoxFuture<'a, Result<bool, StoreError>> {
+        async move {
+            let mut connection = self.connection.clone();
+            let renewed: i64 = RENEW_LEASE
+                .key(lease_key(key))
+                .arg(token)
+                .arg(self.ttl_ms())
+                .invoke_async(&mut connection)
+                .await
+                .map_err(backend)?;
+            Ok(renewed == 1)
+        }
+        .boxed()
+    }
+
+    fn release<'a>(&'a self, key: &'a ThreadKey, token: &'a str) -> BoxFuture<'a, ()> {
+        async move {
+            let mut connection = self.connection.clone();
+            let released: Result<i64, _> = RELEASE_LEASE
+                .key(lease_key(key))
+                .arg(token)
+                .invoke_async(&mut connection)
+                .await;
+            if let Err(error) = released {
+                // The TTL frees it soon anyway.
+                tracing::warn!(%error, "could not release a thread lease");
+            }
+        }
+        .boxed()
+    }
+
+    fn ttl(&self) -> Duration {
+        self.ttl
+    }
+}
+
 #[allow(clippy::needless_pass_by_value)] // a `map_err` adapter: it takes what `map_err` gives
 pub(super) fn backend(error: redis::RedisError) -> StoreError {
     StoreError::Backend(error.to_string())
@@ -160,7 +277,7 @@ impl RedisStore {
         let [threads, bytes] = Self::scope_keys(key);
         let mut call = script.prepare_invoke();
         call.key(Self::key(key))
-            .key(lease::redis_key(key))
+            .key(lease_key(key))
             .key(threads)
             .key(bytes)
             .arg(key.digest())

@@ -19,10 +19,17 @@ use redis::{AsyncConnectionConfig, Script};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
+mod follow;
+mod keys;
+mod store;
+
+pub use follow::SharedFollower;
+use keys::{backend, parse_entry, StreamEntry};
+pub use keys::{LostFrame, RunKeys};
+pub use store::RedisRunLogs;
+
 use super::frames::split_frames;
-pub use super::redis_follow::SharedFollower;
-use super::{lock, ReadError};
-use crate::text::key_digest;
+use super::{lock, LogError, ReadError};
 
 /// The channel every replica listens on for stop requests; a message is a run's key digest.
 const STOP_CHANNEL: &str = "agui:runs:stop";
@@ -105,54 +112,6 @@ pub struct SharedLimits {
     pub reply_timeout: Duration,
 }
 
-/// Builds the frame of the `RUN_ERROR` `run_lost` event a reader appends for a lost run, given
-/// the run id and the frame's seq. The caller knows the wire protocol; this module does not.
-pub type LostFrame = Arc<dyn Fn(&str, u64) -> Bytes + Send + Sync>;
-
-/// Why the shared log could not answer.
-#[derive(Debug, thiserror::Error)]
-pub enum SharedError {
-    #[error("a run with this id is still streaming")]
-    InProgress,
-    #[error(transparent)]
-    Read(#[from] ReadError),
-    #[error("run log backend: {0}")]
-    Backend(String),
-}
-
-#[allow(clippy::needless_pass_by_value)] // a `map_err` adapter
-pub(super) fn backend(error: redis::RedisError) -> SharedError {
-    SharedError::Backend(error.to_string())
-}
-
-/// The Redis keys of one run, all with one hash tag so a cluster keeps them on one node.
-#[derive(Debug, Clone)]
-pub struct RunKeys {
-    pub(super) run_id: String,
-    digest: String,
-    pub(super) log: String,
-    pub(super) owner: String,
-    stop: String,
-    pub(super) readers: String,
-}
-
-impl RunKeys {
-    /// The keys of `run_id` of `agent` in `scope`: another scope or agent names other keys,
-    /// so its run is as unknown as one that never existed.
-    pub fn new(run_id: &str, agent: &str, scope: &str) -> RunKeys {
-        let digest = key_digest(&[scope, agent, run_id]);
-        let key = |suffix: &str| format!("agui:run:{{{digest}}}:{suffix}");
-        RunKeys {
-            run_id: run_id.to_owned(),
-            log: key("log"),
-            owner: key("owner"),
-            stop: key("stop"),
-            readers: key("readers"),
-            digest,
-        }
-    }
-}
-
 /// The shared log service of this process. Cheap to clone.
 #[derive(Clone)]
 pub struct SharedRuns {
@@ -218,7 +177,7 @@ impl SharedRuns {
         client: redis::Client,
         limits: SharedLimits,
         lost_frame: LostFrame,
-    ) -> Result<SharedRuns, SharedError> {
+    ) -> Result<SharedRuns, LogError> {
         let mut pubsub = client.get_async_pubsub().await.map_err(backend)?;
         pubsub.subscribe(STOP_CHANNEL).await.map_err(backend)?;
         let runs = SharedRuns {
@@ -246,7 +205,7 @@ impl SharedRuns {
         url: &str,
         limits: SharedLimits,
         lost_frame: LostFrame,
-    ) -> Result<SharedRuns, SharedError> {
+    ) -> Result<SharedRuns, LogError> {
         let client = redis::Client::open(url).map_err(backend)?;
         let config = ConnectionManagerConfig::new()
             .set_connection_timeout(Some(limits.reply_timeout))
@@ -279,7 +238,7 @@ impl SharedRuns {
         &self,
         keys: RunKeys,
         stop: CancellationToken,
-    ) -> Result<SharedWriter, SharedError> {
+    ) -> Result<SharedWriter, LogError> {
         let token = uuid::Uuid::new_v4().simple().to_string();
         let mut connection = self.inner.connection.clone();
         let claimed: i64 = CLAIM
@@ -293,7 +252,7 @@ impl SharedRuns {
             .await
             .map_err(backend)?;
         if claimed != 1 {
-            return Err(SharedError::InProgress);
+            return Err(LogError::InProgress);
         }
         lock(&self.inner.owned).insert(keys.digest.clone(), stop.clone());
         let keys = Arc::new(keys);
@@ -350,7 +309,7 @@ impl SharedRuns {
     ///
     /// # Errors
     /// Redis failed.
-    pub async fn find(&self, keys: RunKeys) -> Result<Option<SharedRun>, SharedError> {
+    pub async fn find(&self, keys: RunKeys) -> Result<Option<SharedRun>, LogError> {
         let mut connection = self.inner.connection.clone();
         let (first, last, owned): (Vec<StreamEntry>, Vec<StreamEntry>, bool) = redis::pipe()
             .cmd("XRANGE")
@@ -393,7 +352,7 @@ impl SharedRuns {
     ///
     /// # Errors
     /// The cursor is before what is kept or after the run's last event, or Redis failed.
-    pub async fn follow(&self, run: SharedRun, cursor: u64) -> Result<SharedFollower, SharedError> {
+    pub async fn follow(&self, run: SharedRun, cursor: u64) -> Result<SharedFollower, LogError> {
         if cursor + 1 < run.first_seq {
             return Err(ReadError::CursorExpired.into());
         }
@@ -406,7 +365,7 @@ impl SharedRuns {
         let config = AsyncConnectionConfig::new()
             .set_connection_timeout(Some(timeout))
             // Longer than any BLOCK the reader sends, or every quiet read would time out.
-            .set_response_timeout(Some(super::redis_follow::READ_BLOCK + timeout));
+            .set_response_timeout(Some(follow::READ_BLOCK + timeout));
         let connection: MultiplexedConnection = self
             .inner
             .client
@@ -428,7 +387,7 @@ impl SharedRuns {
     ///
     /// # Errors
     /// Redis failed.
-    pub async fn request_stop(&self, run: &SharedRun) -> Result<(), SharedError> {
+    pub async fn request_stop(&self, run: &SharedRun) -> Result<(), LogError> {
         if let Some(stop) = lock(&self.inner.owned).get(&run.keys.digest) {
             stop.cancel();
             return Ok(());
@@ -633,74 +592,5 @@ impl Appender {
                 self.renewal.abort();
             }
         }
-    }
-}
-
-/// A Stream entry as Redis returns it: its id and its field-value pairs.
-pub(super) type StreamEntry = (String, Vec<Vec<u8>>);
-
-/// One entry of a run's log.
-pub(super) struct Entry {
-    pub seq: u64,
-    pub frame: Bytes,
-    pub terminal: bool,
-}
-
-pub(super) fn parse_entry((id, fields): &StreamEntry) -> Result<Entry, SharedError> {
-    let seq = id
-        .split_once('-')
-        .and_then(|(seq, _)| seq.parse().ok())
-        .ok_or_else(|| SharedError::Backend(format!("unexpected entry id {id}")))?;
-    let mut entry = Entry {
-        seq,
-        frame: Bytes::new(),
-        terminal: false,
-    };
-    for pair in fields.chunks_exact(2) {
-        match pair[0].as_slice() {
-            b"f" => entry.frame = Bytes::copy_from_slice(&pair[1]),
-            b"t" => entry.terminal = true,
-            _ => {}
-        }
-    }
-    Ok(entry)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn keys_differ_by_scope_agent_and_run_and_share_one_hash_tag() {
-        let keys = RunKeys::new("r", "a", "s");
-        for other in [
-            RunKeys::new("r", "a", "s2"),
-            RunKeys::new("r", "b", "s"),
-            RunKeys::new("r2", "a", "s"),
-            // A separator moved between parts is another key.
-            RunKeys::new("r", "as", ""),
-        ] {
-            assert_ne!(keys.log, other.log);
-        }
-        let tag = |key: &str| key[key.find('{').unwrap()..=key.find('}').unwrap()].to_owned();
-        for key in [&keys.owner, &keys.stop, &keys.readers] {
-            assert_eq!(tag(key), tag(&keys.log));
-        }
-        assert!(keys.log.starts_with("agui:run:{") && keys.log.ends_with("}:log"));
-    }
-
-    #[test]
-    fn an_entry_gives_its_seq_frame_and_terminal_mark() {
-        let entry =
-            parse_entry(&("42-0".into(), vec![b"f".to_vec(), b"id: r:42\n".to_vec()])).unwrap();
-        assert_eq!((entry.seq, entry.terminal), (42, false));
-        assert_eq!(entry.frame.as_ref(), b"id: r:42\n");
-        let terminal = parse_entry(&(
-            "43-0".into(),
-            vec![b"f".to_vec(), b"x".to_vec(), b"t".to_vec(), b"1".to_vec()],
-        ))
-        .unwrap();
-        assert!(terminal.terminal);
-        assert!(parse_entry(&("nonsense".into(), Vec::new())).is_err());
     }
 }

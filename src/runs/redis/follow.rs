@@ -15,8 +15,8 @@ use redis::aio::MultiplexedConnection;
 use redis::Script;
 use tokio::time::Instant;
 
-use super::redis::{parse_entry, LostFrame, RunKeys, SharedError, StreamEntry};
-use super::Next;
+use super::keys::{backend, parse_entry, LostFrame, RunKeys, StreamEntry};
+use crate::runs::{LogError, Next};
 
 /// Longest a read blocks: also how soon a reader notices that a run's owner is gone after its
 /// lease expired, and how often its presence is refreshed.
@@ -135,14 +135,14 @@ impl SharedFollower {
         Some(next)
     }
 
-    fn failed(&self, error: &SharedError) -> Next {
+    fn failed(&self, error: &LogError) -> Next {
         tracing::warn!(run_id = %self.keys.run_id, %error, "could not read the run's log");
         Next::Unavailable
     }
 
     /// Refreshes this reader's presence, then the entries after the cursor, waiting up to
     /// `block` for the first.
-    async fn read(&mut self, block: Duration) -> Result<Vec<StreamEntry>, SharedError> {
+    async fn read(&mut self, block: Duration) -> Result<Vec<StreamEntry>, LogError> {
         type Reply = Option<Vec<(String, Vec<StreamEntry>)>>;
         let block_ms = u64::try_from(block.as_millis()).unwrap_or(1).max(1);
         let (reply,): (Reply,) = redis::pipe()
@@ -162,7 +162,7 @@ impl SharedFollower {
             .arg(format!("{}-0", self.cursor))
             .query_async(&mut self.connection)
             .await
-            .map_err(super::redis::backend)?;
+            .map_err(backend)?;
         Ok(reply
             .into_iter()
             .flatten()
@@ -196,7 +196,7 @@ impl SharedFollower {
         }
     }
 
-    async fn declare_lost_if_owner_gone(&mut self) -> Result<i64, SharedError> {
+    async fn declare_lost_if_owner_gone(&mut self) -> Result<i64, LogError> {
         let frame: Bytes = (self.lost_frame)(&self.keys.run_id, self.cursor + 1);
         LOST.key(&self.keys.owner)
             .key(&self.keys.log)
@@ -209,6 +209,6 @@ impl SharedFollower {
             )
             .invoke_async(&mut self.connection)
             .await
-            .map_err(super::redis::backend)
+            .map_err(backend)
     }
 }

@@ -1,0 +1,66 @@
+//! The one place the store kind is chosen: the thread records, leases and decision ledger, and
+//! the run logs, all of memory or all on Redis (`threads.store`). Everything above takes them
+//! as traits (`ThreadStore`, `DecisionLedger`, `RunLogStore`), so a store of another kind is
+//! a new arm here and its implementations beside the others.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::runs::redis::{RedisRunLogs, SharedLimits, SharedRuns};
+use crate::runs::{LogLimits, MemoryRunLogs, RunLogStore, RunLogs};
+use crate::session::{lost_frame, Resumable};
+use crate::settings::{Settings, ThreadSettings, ThreadStoreKind};
+use crate::threads::{AgentTools, StoreError, ThreadBackends, Threads};
+
+/// What the server remembers: threads and run logs; both `None` with `threads.store = "off"`.
+pub(super) type Stores = (Option<Arc<Threads>>, Option<Arc<Resumable>>);
+
+/// Opens the stores `settings` name (`threads` as the thread store is built with them).
+///
+/// # Errors
+/// Redis cannot be reached or its URL is malformed.
+pub(super) async fn open(
+    settings: &Settings,
+    threads: &ThreadSettings,
+    agent_tools: std::collections::BTreeMap<String, AgentTools>,
+) -> Result<Stores, StoreError> {
+    let here = || {
+        MemoryRunLogs::new(Arc::new(RunLogs::new(LogLimits::from_settings(
+            &settings.runs,
+        ))))
+    };
+    let (records, logs): (ThreadBackends, Arc<dyn RunLogStore>) = match settings.threads.store {
+        ThreadStoreKind::Off => return Ok((None, None)),
+        ThreadStoreKind::Memory => (ThreadBackends::memory(threads), Arc::new(here())),
+        ThreadStoreKind::Redis => {
+            let reply_timeout = Duration::from_millis(threads.redis_timeout_ms.max(1));
+            let connection =
+                crate::threads::redis::connect(&threads.redis_url, reply_timeout).await?;
+            let shared = shared_runs(settings, reply_timeout).await?;
+            (
+                ThreadBackends::redis(threads, &connection),
+                Arc::new(RedisRunLogs::new(here(), shared)),
+            )
+        }
+    };
+    Ok((
+        Some(Arc::new(Threads::new(records, threads, agent_tools))),
+        Some(Arc::new(Resumable::new(logs, &settings.runs))),
+    ))
+}
+
+/// The shared run log, on a connection of its own: a busy run log never queues behind threads.
+async fn shared_runs(
+    settings: &Settings,
+    reply_timeout: Duration,
+) -> Result<SharedRuns, StoreError> {
+    let limits = SharedLimits {
+        lease_ttl: Duration::from_secs(settings.runs.lease_ttl_secs.max(1)),
+        log_ttl: Duration::from_secs(settings.runs.log_ttl_secs),
+        max_run_events: settings.runs.log_max_run_events,
+        reply_timeout,
+    };
+    SharedRuns::connect(&settings.threads.redis_url, limits, Arc::new(lost_frame))
+        .await
+        .map_err(|error| StoreError::Backend(error.to_string()))
+}

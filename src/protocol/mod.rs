@@ -7,14 +7,15 @@ mod capabilities;
 mod encoder;
 mod events;
 mod input;
+mod sse;
 
 pub use capabilities::*;
-pub use encoder::{
-    event_id_prefix, now_millis, split_event_id, write_event_id, write_frame, ContentFrame,
-    EncodeError, ProtocolVersion, RunEncoder, KEEP_ALIVE_FRAME,
-};
+pub use encoder::{EncodeError, ProtocolVersion, RunEncoder, KEEP_ALIVE_FRAME};
 pub use events::*;
 pub use input::*;
+pub use sse::{
+    event_id_prefix, now_millis, split_event_id, write_event_id, write_frame, ContentFrame,
+};
 
 #[cfg(test)]
 mod tests;

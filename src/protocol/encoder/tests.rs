@@ -1,6 +1,7 @@
 //! The encoder's brackets, downgrades, event ids and endings, driven from vectors.
 
 use super::*;
+use crate::protocol::sse::{split_event_id, write_json_string, ContentFrame};
 use serde_json::{json, Value};
 
 fn frames(out: &[u8]) -> Vec<Value> {
@@ -430,7 +431,7 @@ fn json_strings_are_escaped_as_serde_escapes_them() {
     }
     for text in texts {
         let mut ours = Vec::new();
-        super::write_json_string(&text, &mut ours).unwrap();
+        write_json_string(&text, &mut ours).unwrap();
         assert_eq!(
             String::from_utf8(ours).unwrap(),
             serde_json::to_string(&text).unwrap(),

@@ -100,7 +100,14 @@ fn bench(c: &mut Criterion) {
     group.bench_function("text_run_200_deltas_with_ids", |b| {
         b.iter(|| text_run(black_box(&deltas), true))
     });
-    let logs = RunLogs::new(LogLimits::from_settings(&RunSettings::default()));
+    let runs = RunSettings::default();
+    let logs = RunLogs::new(LogLimits {
+        max_runs: runs.log_max_runs,
+        max_run_events: runs.log_max_run_events,
+        max_run_bytes: runs.log_max_run_bytes,
+        max_bytes: runs.log_max_bytes,
+        ttl: std::time::Duration::from_secs(runs.log_ttl_secs),
+    });
     group.bench_function("text_run_200_deltas_logged", |b| {
         b.iter(|| {
             let log = logs.open("run-1", "agent", "scope").unwrap();

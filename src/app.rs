@@ -9,9 +9,11 @@ use std::time::Duration;
 use tokio::net::TcpListener;
 
 mod backends;
+mod pipeline;
 
-use crate::agent::approval::ApprovalPolicies;
-use crate::agent::{pipeline, Agent};
+pub use pipeline::approval_policies;
+
+use crate::agent::Agent;
 use crate::http::{self, AppState, Discovery, McpDown, McpReport, Metrics, Readiness};
 use crate::llm::{LlmClient, LlmError};
 use crate::session::{Resumable, RunLimits, Sessions, Shutdown, StreamBufferLimits};
@@ -31,6 +33,18 @@ fn scoped_thread_settings(settings: &Settings) -> crate::settings::ThreadSetting
         threads.max_bytes_per_scope = 0;
     }
     threads
+}
+
+/// The run slots and deadline of `[server.limits]`.
+fn run_limits(limits: &crate::settings::LimitSettings) -> RunLimits {
+    // Validated finite and non-negative by `Settings::validate`.
+    let deadline =
+        (limits.run_deadline_secs > 0.0).then(|| Duration::from_secs_f64(limits.run_deadline_secs));
+    RunLimits::new(
+        limits.max_concurrent_runs,
+        limits.retry_after_secs,
+        deadline,
+    )
 }
 
 /// How long, after the grace period, the server waits for streams to write their final
@@ -323,7 +337,7 @@ fn assemble(
     let sessions = Arc::new(Sessions {
         threads,
         runs,
-        limits: RunLimits::new(&settings.server.limits),
+        limits: run_limits(&settings.server.limits),
         shutdown: shutdown.clone(),
         keep_alive: Duration::from_secs(settings.server.keep_alive_secs.max(1)),
         stream_buffer: StreamBufferLimits {
@@ -371,7 +385,8 @@ fn agent_tools(settings: &Settings, extra_tools: &ExtraTools) -> BTreeMap<String
                     .map(|server| format!("{}{MCP_TOOL_SEPARATOR}", server.name))
                     .collect(),
                 declined_result: agent.approval.rejected_message.clone(),
-                tool_name_clash: agent.tool_name_clash,
+                client_tools_win: agent.tool_name_clash
+                    == crate::settings::ToolNameClash::PreferClient,
             };
             (name.clone(), tools)
         })
@@ -413,7 +428,7 @@ fn approval_keys(settings: &Settings) -> Vec<String> {
     let needs_approval = settings
         .agents
         .values()
-        .any(|agent| ApprovalPolicies::for_agent(agent).is_ok_and(|p| !p.is_empty()));
+        .any(|agent| approval_policies(agent).is_ok_and(|p| !p.is_empty()));
     if needs_approval {
         tracing::warn!(
             "security.approval_keys is not set: approvals are signed with a random key and \

@@ -9,17 +9,22 @@
 //! ```text
 //! main.rs      thin: parse the command line, then Settings, telemetry, App::build(settings)
 //!              .run(), or one of the other subcommands of `cli`
-//! app          App::build: the one place things are wired
+//! app          App::build: the one place things are wired; `app::backends` chooses the
+//!              stores, `app::pipeline` builds each agent's middleware chain
 //! settings     the typed settings tree (config crate layers + environment)
 //! telemetry    logs (tracing-subscriber), OpenTelemetry trace export (OTLP, the `otel`
 //!              feature), and the run's spans named after the GenAI conventions
-//! http         the accept loop (hyper-util), routes, request decoding (content type, body
-//!              read timeout, input limits), 4xx errors, the SSE response pump and its
-//!              bounded outbox (slow clients), and the operational edge: probes, metrics,
-//!              CORS, auth, run limits, shutdown
-//! protocol     AG-UI wire types and the run encoder (pure serde; a leaf)
-//! agent        Agent trait, RunRequest, AgentUpdate, AgentError, ChatAgent, pipeline;
-//!              approval policies and the signed ApprovalId
+//! http         the edge: the accept loop (hyper-util), routes, extractors (agent, scopes,
+//!              Last-Event-ID), request decoding (content type, body read timeout, input
+//!              limits), refusals with their stable codes, and the operational edge: probes,
+//!              metrics, CORS, auth, hosts
+//! session      the life of one run: admission, its thread, its log, the pump over the
+//!              agent's updates, the drive into the client's outbox or the run's log, the
+//!              observers (metrics, span, thread save), reconnects and stops, run limits and
+//!              shutdown
+//! protocol     AG-UI wire types, the run encoder and the SSE frame codec (pure serde; a leaf)
+//! agent        Agent trait, RunRequest, AgentUpdate, AgentError, ChatAgent, the middlewares
+//!              and their configuration types; approval policies and the signed ApprovalId
 //! llm          the OpenAI-compatible client and the offline model (the only module that
 //!              names async-openai types)
 //! tools        Tool trait, per-agent registry, declarative tool kinds; `tools::mcp`: the
@@ -29,28 +34,28 @@
 //! text         the id, digest and truncation helpers every module shares (a leaf)
 //! clock        instants a configured duration away, saturating instead of panicking (a leaf)
 //! threads      threads the server remembers: the store (memory, Redis), run leases, the
-//!              record of a run, the check of a client's history against it
-//! runs         the log of each run's SSE frames: replay after a cursor, follow live, stop;
-//!              per process, and shared by replicas on Redis (Streams, the owner's lease,
-//!              `run_lost`, stop over pub/sub) (uses `settings` only)
+//!              decision ledger, the record of a run, the check of a client's history
+//! runs         the log of each run's SSE frames behind `RunLogStore`: replay after a cursor,
+//!              follow live, stop; per process, and shared by replicas on Redis (Streams,
+//!              the owner's lease, `run_lost`, stop over pub/sub)
 //! ```
 //! The command line (`src/cli/`: clap types, `check-config`, `healthcheck`, and the terminal
 //! client `agui-host chat`) belongs to the binary alone; the library does not compile it.
 //!
 //! # Dependency rule
-//! `protocol`, `state`, `text` and `clock` are leaves (`state`: no tokio, no agent or protocol
-//! types), and any module may use `text` (ids, truncation) and `clock`; `telemetry` uses only
-//! `settings`, and any module may use it for spans and trace context; `llm` uses only
-//! `settings` (and `telemetry`); `tools` uses `settings`; `threads` uses `protocol` and
-//! `settings`; `agent` uses `protocol`, `llm`, `state` and `tools`; `runs` uses `settings`,
-//! `protocol` (the shape of a frame) and `text`; `http` uses `agent`, `protocol`, `threads`
-//! and `runs`; `app` wires everything. The binary's `cli` uses the library's public API only.
+//! `protocol`, `state`, `text` and `clock` are leaves, and any module may use `text`, `clock`
+//! and `telemetry`; `llm`, `tools` and `telemetry` use `settings`; `threads` uses `protocol`
+//! and `state`; `runs` uses `protocol`; `agent` uses `protocol`, `llm`, `state` and `tools`;
+//! `session` uses `agent`, `protocol`, `threads` and `runs`; `http` uses those and `settings`;
+//! `settings` names the configuration types it deserializes; `app` wires everything. The
+//! binary's `cli` uses the library's public API only. `tests/architecture.rs` holds it.
 //!
 //! # How a run flows
 //! ```text
 //! POST /<agent>  RunAgentInput
-//!   -> http: decode (4xx JSON before any SSE byte), pick the agent
-//!   -> agent pipeline (agent::pipeline, outermost first):
+//!   -> http: extract and decode (4xx JSON before any SSE byte), pick the agent
+//!   -> session: a run slot, the run id reserved, the thread leased and checked
+//!   -> agent pipeline (app::pipeline builds it, outermost first):
 //!        ClientStateInjection   validates the client's state, puts it in the prompt
 //!        StatusSnapshots        optional status under one state key (add patches only)
 //!        ApprovalGate           verifies resumes; approval requests -> interrupts (1.0) or
@@ -59,8 +64,9 @@
 //!        ChatAgent              streams the model, runs server tools, stops for client tools
 //!   -> protocol::RunEncoder: RUN_STARTED first, exactly one RUN_FINISHED/RUN_ERROR last,
 //!      closes anything open, downgrades shapes for 0.x clients, writes `data: <json>\n\n`
-//!   -> SSE response (keep-alive comments, no compression; at most
-//!      `server.max_stream_buffer_bytes` held for a slow client, then `client_too_slow`)
+//!   -> session pump and drive: the SSE response (keep-alive comments, no compression; at
+//!      most `server.max_stream_buffer_bytes` held for a slow client, then `client_too_slow`)
+//!      or the run's log
 //! ```
 //! Without a thread store, dropping the response (disconnect, Stop) drops every stream above
 //! it, which closes the upstream request: no run outlives its client. With a store, a task

@@ -27,8 +27,8 @@ use serde_json::{json, Map, Value};
 use sha2::{Digest, Sha256};
 
 use super::approval_id::{ApprovalId, KEY_ID_LEN, MAX_RESTORE_BYTES, TAG_LEN};
+use super::config::{ApprovalPolicySetting, FixedApproval};
 use super::RestoreState;
-use crate::settings::{AgentSettings, ApprovalPolicySetting, FixedApproval, ToolSettings};
 
 /// When one tool needs approval.
 #[derive(Clone)]
@@ -57,48 +57,11 @@ impl std::fmt::Debug for ApprovalPolicies {
 }
 
 impl ApprovalPolicies {
-    /// # Errors
-    /// A `when` that is not a valid JSON Schema.
-    pub fn from_settings(tools: &[ToolSettings]) -> Result<Self, String> {
-        let mut policies = ApprovalPolicies::default();
-        for tool in tools {
-            policies.add(
-                &tool.name,
-                &tool.approval,
-                tool.allow_edit,
-                tool.approval_message.clone(),
-            )?;
-        }
-        Ok(policies)
-    }
-
-    /// The policies of an agent's configured tools and of its MCP servers' tools (by the
-    /// prefixed names the model sees).
+    /// Adds `tool`'s policy (nothing for one that never needs approval).
     ///
     /// # Errors
     /// A `when` that is not a valid JSON Schema.
-    pub fn for_agent(agent: &AgentSettings) -> Result<Self, String> {
-        let mut policies = ApprovalPolicies::from_settings(&agent.tools)?;
-        for server in &agent.mcp_servers {
-            for (tool, options) in &server.tools {
-                let name = server.tool_name(tool).ok_or_else(|| {
-                    format!(
-                        "MCP server `{}`: tool `{tool}` makes a name longer than 64 characters",
-                        server.name
-                    )
-                })?;
-                policies.add(
-                    &name,
-                    &options.approval,
-                    options.allow_edit,
-                    options.approval_message.clone(),
-                )?;
-            }
-        }
-        Ok(policies)
-    }
-
-    fn add(
+    pub fn add(
         &mut self,
         tool: &str,
         approval: &ApprovalPolicySetting,
@@ -578,14 +541,20 @@ mod tests {
 
     #[test]
     fn policies_decide_by_arguments() {
-        let tools: Vec<ToolSettings> = serde_json::from_value(json!([
+        let tools: Vec<crate::settings::ToolSettings> = serde_json::from_value(json!([
             {"name": "check_balance", "kind": "static", "result": 1},
             {"name": "cancel_subscription", "kind": "static", "result": 1, "approval": "always"},
             {"name": "transfer_money", "kind": "static", "result": 1, "allow_edit": true,
              "approval": {"when": {"properties": {"amount": {"exclusiveMinimum": 100}}, "required": ["amount"]}}}
         ]))
         .unwrap();
-        let policies = ApprovalPolicies::from_settings(&tools).unwrap();
+        let mut policies = ApprovalPolicies::default();
+        for tool in &tools {
+            let message = tool.approval_message.clone();
+            policies
+                .add(&tool.name, &tool.approval, tool.allow_edit, message)
+                .unwrap();
+        }
         assert!(!policies.requires_approval("check_balance", &json!({})));
         assert!(policies.requires_approval("cancel_subscription", &json!({})));
         assert!(!policies.requires_approval("transfer_money", &json!({"amount": 50})));

@@ -25,6 +25,7 @@ use serde_json::Value;
 use tracing::Instrument;
 
 use super::approval::ApprovalPolicies;
+use super::config::{ResultStateKind, ToolNameClash, ToolStateRule, ToolStateSource};
 use super::history::{insert_tool_result, to_chat_messages};
 use super::state_view::apply_update;
 use super::trace::{self, ModelCallTrace};
@@ -34,7 +35,6 @@ use super::{
 };
 use crate::llm::{ChatMessage, ChatRequest, ChatToolCall, LlmClient, LlmError, LlmEvent, ToolSpec};
 use crate::protocol::{Context, EventBody, TokenUsage, ToolResultContent};
-use crate::settings::{ResultStateKind, ToolNameClash, ToolStateRule, ToolStateSource};
 use crate::telemetry::genai;
 use crate::tools::{self, StateUpdate, ToolContext, ToolError, ToolOutput, ToolRegistry};
 

@@ -3,10 +3,12 @@
 //!
 //! # Shape
 //! An agent turns a [`RunRequest`] into a lazy stream of [`AgentUpdate`]s. Middlewares (later
-//! modules) are decorators holding an `inner: Arc<dyn Agent>`; [`pipeline::build`] is the one
-//! place that orders them. Nothing runs until the stream is polled, and dropping the stream
+//! modules) are decorators holding an `inner: Arc<dyn Agent>`; the app's pipeline
+//! (`app::pipeline`) is the one place that orders them, each with its own configuration
+//! ([`config`]). Nothing runs until the stream is polled, and dropping the stream
 //! (client disconnect, Stop) drops everything below it, the upstream HTTP request included:
-//! no run is ever spawned detached from its response.
+//! no run is ever spawned detached from its response (a logged run's driver task owns its
+//! stream instead: see `session`).
 //!
 //! [`AgentUpdate`] carries the protocol's own event bodies rather than a parallel enum: the
 //! protocol types are already ours, and the encoder refuses lifecycle events, so only it can
@@ -26,11 +28,11 @@
 pub mod approval;
 pub mod approval_id;
 mod chat;
+pub mod config;
 mod history;
 pub mod ledger;
 mod mapper;
 pub mod middleware;
-pub mod pipeline;
 mod state_view;
 mod trace;
 

@@ -27,6 +27,7 @@
 //! With [`RunEncoder::with_event_ids`] every frame starts with `id: <runId>:<seq>` (`seq` counts
 //! from 1), the cursor a reconnecting client sends back as `Last-Event-ID`.
 
+use super::error::EncodeError;
 use super::events::*;
 use super::input::{ContentPart, Interrupt, Message, PartSource, ToolResultContent};
 use super::sse::{event_id_prefix, now_millis, write_content_frame, write_event_id, write_frame};
@@ -51,15 +52,6 @@ impl ProtocolVersion {
             None => ProtocolVersion::Legacy,
         }
     }
-}
-
-/// An event the agent produced that would make the stream invalid: a wiring bug, never input.
-#[derive(Debug, thiserror::Error)]
-pub enum EncodeError {
-    #[error("protocol violation: {0}")]
-    ProtocolViolation(String),
-    #[error("event failed to serialize: {0}")]
-    Serialize(#[from] serde_json::Error),
 }
 
 /// The SSE comment sent on an idle stream so proxies and clients keep the connection.

@@ -5,12 +5,14 @@
 
 mod capabilities;
 mod encoder;
+mod error;
 mod events;
 mod input;
 mod sse;
 
 pub use capabilities::*;
-pub use encoder::{EncodeError, ProtocolVersion, RunEncoder, KEEP_ALIVE_FRAME};
+pub use encoder::{ProtocolVersion, RunEncoder, KEEP_ALIVE_FRAME};
+pub use error::EncodeError;
 pub use events::*;
 pub use input::*;
 pub use sse::{

@@ -7,7 +7,7 @@
 use bytes::BufMut;
 use serde::Serialize;
 
-use super::encoder::EncodeError;
+use super::error::EncodeError;
 use super::events::EventBody;
 
 /// What starts the `id:` line of every frame of run `run_id` when frames carry event ids: the

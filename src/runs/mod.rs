@@ -26,9 +26,7 @@ pub use follow::{Follower, Next};
 pub use readers::{ReaderRefusal, ReaderSlot, ReaderSlots};
 pub use store::{KeptRun, LogError, LogReader, MemoryRunLogs, RunLogStore, RunRef, RunWriter};
 
-use crate::settings::RunSettings;
-
-/// The bounds of the log, from `[runs]`.
+/// The bounds of the log (`[runs]`, built at assembly).
 #[derive(Debug, Clone, Copy)]
 pub struct LogLimits {
     pub max_runs: usize,
@@ -37,18 +35,6 @@ pub struct LogLimits {
     pub max_bytes: usize,
     /// How long a run stays readable after its terminal event.
     pub ttl: Duration,
-}
-
-impl LogLimits {
-    pub fn from_settings(settings: &RunSettings) -> Self {
-        LogLimits {
-            max_runs: settings.log_max_runs.max(1),
-            max_run_events: settings.log_max_run_events.max(1),
-            max_run_bytes: settings.log_max_run_bytes.max(1),
-            max_bytes: settings.log_max_bytes.max(1),
-            ttl: Duration::from_secs(settings.log_ttl_secs),
-        }
-    }
 }
 
 /// Every logged run of this process, by (scope, agent, run id): a run id is the client's

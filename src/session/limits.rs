@@ -13,7 +13,6 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use super::Refused;
-use crate::settings::LimitSettings;
 
 /// The concurrent-run limit and the per-run deadline.
 #[derive(Debug, Clone)]
@@ -26,14 +25,18 @@ pub struct RunLimits {
 }
 
 impl RunLimits {
-    pub fn new(settings: &LimitSettings) -> Self {
+    /// At most `max_concurrent_runs` runs at once (0: no limit), a refused one told to retry
+    /// after `retry_after_secs`; each may stream until `deadline` (`None`: for as long as it
+    /// likes).
+    pub fn new(
+        max_concurrent_runs: usize,
+        retry_after_secs: u64,
+        deadline: Option<Duration>,
+    ) -> Self {
         RunLimits {
-            slots: (settings.max_concurrent_runs > 0)
-                .then(|| Arc::new(Semaphore::new(settings.max_concurrent_runs))),
-            retry_after_secs: settings.retry_after_secs,
-            // Validated finite and non-negative by `Settings::validate`.
-            deadline: (settings.run_deadline_secs > 0.0)
-                .then(|| Duration::from_secs_f64(settings.run_deadline_secs)),
+            slots: (max_concurrent_runs > 0).then(|| Arc::new(Semaphore::new(max_concurrent_runs))),
+            retry_after_secs,
+            deadline,
         }
     }
 

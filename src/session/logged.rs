@@ -23,7 +23,35 @@ use crate::protocol::{write_frame, Event, EventBody, RunError, KEEP_ALIVE_FRAME}
 use crate::runs::{
     LogError, LogReader, Next, ReaderSlot, ReaderSlots, RunLogStore, RunRef, RunWriter,
 };
-use crate::settings::{OnDisconnect, RunSettings};
+use serde::Deserialize;
+
+/// What a run does when its client disconnects before its terminal event. A standard AG-UI
+/// client stops a run by closing its connection, so the default stops the run.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OnDisconnect {
+    /// `cancel`, unless the request asks to `continue` (the `X-AGUI-On-Disconnect: continue`
+    /// header, or `forwardedProps.aguiHost.onDisconnect = "continue"`) and a thread store keeps
+    /// the run's log for a reconnect.
+    #[default]
+    Auto,
+    /// The run ends at once, its upstream request is closed, and the thread keeps the answer
+    /// as far as it had streamed; a request's ask to continue is ignored.
+    Cancel,
+    /// Every run goes on into its log for a client to reconnect to, until no reader has been
+    /// attached for `reconnect_grace_secs` (with a thread store).
+    Continue,
+}
+
+/// What a disconnect does and how many may read a run (from `[runs]`, built at assembly).
+#[derive(Debug, Clone, Copy)]
+pub struct DisconnectPolicy {
+    pub on_disconnect: OnDisconnect,
+    /// How long a run that goes on after a disconnect waits for a reader.
+    pub grace: Duration,
+    /// Readers of one run at once, and of all runs (0: no cap).
+    pub max_readers: (usize, usize),
+}
 
 /// The run log and what a disconnect does, shared by every request.
 #[derive(Debug)]
@@ -38,13 +66,14 @@ pub struct Resumable {
 }
 
 impl Resumable {
-    /// Runs logged in `logs`, by the policies of `[runs]`.
-    pub fn new(logs: Arc<dyn RunLogStore>, settings: &RunSettings) -> Self {
+    /// Runs logged in `logs`, by `policy`.
+    pub fn new(logs: Arc<dyn RunLogStore>, policy: DisconnectPolicy) -> Self {
+        let (per_run, total) = policy.max_readers;
         Resumable {
             logs,
-            on_disconnect: settings.on_disconnect,
-            grace: Duration::from_secs(settings.reconnect_grace_secs),
-            readers: ReaderSlots::new(settings.max_readers_per_run, settings.max_readers),
+            on_disconnect: policy.on_disconnect,
+            grace: policy.grace,
+            readers: ReaderSlots::new(per_run, total),
         }
     }
 

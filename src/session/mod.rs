@@ -31,7 +31,7 @@ use tokio::sync::OwnedSemaphorePermit;
 
 pub use error::Refused;
 pub use limits::{RunLimits, Shutdown};
-pub use logged::{lost_frame, Resumable, StopState};
+pub use logged::{lost_frame, DisconnectPolicy, OnDisconnect, Resumable, StopState};
 pub use observe::{Outcome, RunObserver};
 pub use outbox::StreamBufferLimits;
 pub use stops::{Stop, StopSources};

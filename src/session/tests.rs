@@ -11,16 +11,16 @@ use futures_util::stream::{self, StreamExt};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
+use super::{DisconnectPolicy, OnDisconnect, Resumable, StreamBufferLimits};
 use super::{NewRun, Refused, RunBody, RunLimits, RunObserver, Sessions, Shutdown};
-use super::{Resumable, StreamBufferLimits};
 use crate::agent::testing::{request, ScriptedAgent};
 use crate::agent::{Agent, AgentError, AgentStream, AgentUpdate, RunRequest};
 use crate::protocol::EventBody;
 use crate::runs::{KeptRun, LogError, LogReader, Next, RunLogStore, RunRef, RunWriter};
-use crate::settings::{RunSettings, ThreadSettings};
 use crate::threads::{
-    DecisionKey, DecisionLedger, Lease, LeaseError, Leases, SharedLeases, StoreError,
-    ThreadBackends, ThreadKey, ThreadRecord, ThreadStore, Threads,
+    ConcurrentRunPolicy, DecisionKey, DecisionLedger, HistoryPolicy, Lease, LeaseError, Leases,
+    SharedLeases, StoreError, ThreadBackends, ThreadKey, ThreadPolicies, ThreadRecord, ThreadStore,
+    Threads,
 };
 
 /// A thread store that keeps every save and has no records to load.
@@ -211,7 +211,7 @@ fn sessions(threads: Option<Threads>, runs: Option<Resumable>) -> Arc<Sessions> 
     Arc::new(Sessions {
         threads: threads.map(Arc::new),
         runs: runs.map(Arc::new),
-        limits: RunLimits::new(&crate::Settings::embedded_default().unwrap().server.limits),
+        limits: RunLimits::new(0, 1, None),
         shutdown: Shutdown::new(),
         keep_alive: Duration::from_secs(15),
         stream_buffer: StreamBufferLimits {
@@ -231,7 +231,13 @@ fn threads_over(
         leases,
         ledger,
     };
-    Threads::new(backends, &ThreadSettings::default(), Default::default())
+    let policies = ThreadPolicies {
+        ttl: Duration::from_secs(60),
+        history: HistoryPolicy::Verify,
+        on_concurrent_run: ConcurrentRunPolicy::Reject,
+        scope_header: None,
+    };
+    Threads::new(backends, policies, Default::default())
 }
 
 fn text_reply() -> ScriptedAgent {
@@ -258,6 +264,14 @@ async fn open(
         })
         .await?;
     Ok(session.stream(Box::new(NoMetrics)))
+}
+
+fn policy() -> DisconnectPolicy {
+    DisconnectPolicy {
+        on_disconnect: OnDisconnect::Auto,
+        grace: Duration::from_secs(30),
+        max_readers: (8, 1024),
+    }
 }
 
 struct NoMetrics;
@@ -333,10 +347,7 @@ async fn a_shared_lease_that_cannot_be_renewed_ends_the_run_as_superseded_and_is
 #[tokio::test]
 async fn a_logged_run_writes_every_batch_to_its_log_store_and_answers_from_it() {
     let logs = Arc::new(VecLogs::default());
-    let runs = Resumable::new(
-        Arc::clone(&logs) as Arc<dyn RunLogStore>,
-        &RunSettings::default(),
-    );
+    let runs = Resumable::new(Arc::clone(&logs) as Arc<dyn RunLogStore>, policy());
     let threads = threads_over(
         Arc::new(RecordingStore::default()),
         Leases::local(),
@@ -372,10 +383,7 @@ async fn a_refused_run_gives_its_reserved_id_back_to_the_log_store() {
         }
     }
     let logs = Arc::new(VecLogs::default());
-    let runs = Resumable::new(
-        Arc::clone(&logs) as Arc<dyn RunLogStore>,
-        &RunSettings::default(),
-    );
+    let runs = Resumable::new(Arc::clone(&logs) as Arc<dyn RunLogStore>, policy());
     let threads = threads_over(
         Arc::new(RecordingStore::default()),
         Leases::local(),

@@ -14,10 +14,9 @@ use super::observe::RunObserver;
 use super::Refused;
 use crate::agent::{AgentStream, AgentUpdate, ClaimError, DecisionClaims, RunRequest};
 use crate::protocol::{EventBody, MessagesSnapshot};
-use crate::settings::{ConcurrentRunPolicy, HistoryPolicy, ToolNameClash};
 use crate::threads::{
-    verify, AgentTools, DecisionKey, Lease, LeaseError, StoreError, ThreadKey, ThreadRecord,
-    ThreadRecorder, Threads,
+    verify, AgentTools, ConcurrentRunPolicy, DecisionKey, HistoryPolicy, Lease, LeaseError,
+    StoreError, ThreadKey, ThreadRecord, ThreadRecorder, Threads,
 };
 
 /// What the request does on its thread.
@@ -135,7 +134,7 @@ fn verify_history(
         client_tools: &client_tools,
         // The run's tools are settled by the same rule (the base agent's `tools_for_run`):
         // only where the client's declaration wins is a server tool's name the client's.
-        client_tools_win: tools.tool_name_clash == ToolNameClash::PreferClient,
+        client_tools_win: tools.client_tools_win,
         resumed_calls: &resumed_calls,
         declined_result: Some(tools.declined_result.as_str()),
     };

@@ -4,23 +4,7 @@
 
 use serde::Deserialize;
 
-/// What a run does when its client disconnects before its terminal event. A standard AG-UI
-/// client stops a run by closing its connection, so the default stops the run.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum OnDisconnect {
-    /// `cancel`, unless the request asks to `continue` (the `X-AGUI-On-Disconnect: continue`
-    /// header, or `forwardedProps.aguiHost.onDisconnect = "continue"`) and a thread store keeps
-    /// the run's log for a reconnect.
-    #[default]
-    Auto,
-    /// The run ends at once, its upstream request is closed, and the thread keeps the answer
-    /// as far as it had streamed; a request's ask to continue is ignored.
-    Cancel,
-    /// Every run goes on into its log for a client to reconnect to, until no reader has been
-    /// attached for `reconnect_grace_secs` (with a thread store).
-    Continue,
-}
+pub use crate::session::OnDisconnect;
 
 #[derive(Debug, Clone, Deserialize)]
 #[serde(default)]

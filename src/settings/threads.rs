@@ -18,28 +18,7 @@ pub enum ThreadStoreKind {
     Redis,
 }
 
-/// How a client's history is treated on a thread the server knows.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum HistoryPolicy {
-    /// Checked against the server's record (422 on a changed or invented server tool result;
-    /// recorded results the client dropped are put back).
-    #[default]
-    Verify,
-    /// Used as sent.
-    TrustClient,
-}
-
-/// What a run on a thread that is already streaming does.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum ConcurrentRunPolicy {
-    /// 409 `thread_busy`.
-    #[default]
-    Reject,
-    /// The older run ends with `RUN_ERROR` `thread_superseded`; the new one runs.
-    Supersede,
-}
+pub use crate::threads::{ConcurrentRunPolicy, HistoryPolicy};
 
 #[derive(Clone, Deserialize)]
 #[serde(default)]

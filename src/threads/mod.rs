@@ -3,7 +3,8 @@
 //! conversation the client holds afterwards, and the check of a client's history against that
 //! record. A thread is keyed by (scope, agent, threadId): the scope is who is asking, so a
 //! thread id is never an authorization token, and a thread of another scope looks exactly like
-//! a missing one. Uses `protocol` and `settings` only; `http` drives it.
+//! a missing one. Uses `protocol` only (its policies are its own types, built at assembly);
+//! the session drives it.
 
 mod lease;
 pub mod ledger;
@@ -22,13 +23,35 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::protocol::{Interrupt, Message};
-use crate::settings::{ConcurrentRunPolicy, HistoryPolicy, ThreadSettings, ToolNameClash};
 
 pub use lease::{Lease, LeaseError, Leases, SharedLeases};
 pub use ledger::{DecisionKey, DecisionLedger, MemoryLedger, RedisLedger};
 pub use memory::MemoryStore;
 pub use recorder::ThreadRecorder;
 pub use redis::{RedisLeases, RedisStore};
+
+/// How a client's history is treated on a thread the server knows.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum HistoryPolicy {
+    /// Checked against the server's record (422 on a changed or invented server tool result;
+    /// recorded results the client dropped are put back).
+    #[default]
+    Verify,
+    /// Used as sent.
+    TrustClient,
+}
+
+/// What a run on a thread that is already streaming does.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ConcurrentRunPolicy {
+    /// 409 `thread_busy`.
+    #[default]
+    Reject,
+    /// The older run ends with `RUN_ERROR` `thread_superseded`; the new one runs.
+    Supersede,
+}
 
 /// Which thread: the scope (who asks), the agent, and the client's thread id.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -199,8 +222,9 @@ pub struct AgentTools {
     pub server_tool_prefixes: Vec<String>,
     /// The result the agent gives a call a person declined.
     pub declined_result: String,
-    /// Whose a tool is when a request declares a client tool named like a server tool.
-    pub tool_name_clash: ToolNameClash,
+    /// Whether a client tool named like a server tool is the client's (the agent's
+    /// `tool_name_clash = "prefer_client"`): only then is a result for that name the client's.
+    pub client_tools_win: bool,
 }
 
 /// What a thread service is made of: the records, the leases, the decision ledger, of one
@@ -213,22 +237,32 @@ pub struct ThreadBackends {
 }
 
 impl ThreadBackends {
-    /// Everything in this process: threads for one replica.
-    pub fn memory(settings: &ThreadSettings) -> Self {
-        let store = MemoryStore::new(settings.max_threads, settings.max_bytes, ttl(settings))
-            .with_scope_quota(ScopeQuota::from_settings(settings));
+    /// Everything in this process: threads for one replica. At most `max_threads` threads of
+    /// `max_bytes` in all (the oldest forgotten first), each kept `ttl` after its last save;
+    /// at most `max_decisions` decisions in the ledger.
+    pub fn memory(
+        (max_threads, max_bytes): (usize, usize),
+        ttl: Duration,
+        quota: ScopeQuota,
+        max_decisions: usize,
+    ) -> Self {
+        let store = MemoryStore::new(max_threads, max_bytes, ttl).with_scope_quota(quota);
         ThreadBackends {
             store: Arc::new(store),
             leases: Leases::local(),
-            ledger: Arc::new(MemoryLedger::new(settings.max_decisions)),
+            ledger: Arc::new(MemoryLedger::new(max_decisions)),
         }
     }
 
-    /// Everything in the Redis `connection` leads to: threads shared by replicas.
-    pub fn redis(settings: &ThreadSettings, connection: &::redis::aio::ConnectionManager) -> Self {
-        let lease_ttl = Duration::from_secs(settings.lease_ttl_secs.max(1));
-        let store = RedisStore::new(connection.clone(), ttl(settings), settings.max_bytes)
-            .with_scope_quota(ScopeQuota::from_settings(settings));
+    /// Everything in the Redis `connection` leads to: threads shared by replicas, each record
+    /// at most `max_bytes` and kept `ttl`; a run's lease lasts `lease_ttl` unrenewed.
+    pub fn redis(
+        connection: &::redis::aio::ConnectionManager,
+        (ttl, lease_ttl): (Duration, Duration),
+        max_bytes: usize,
+        quota: ScopeQuota,
+    ) -> Self {
+        let store = RedisStore::new(connection.clone(), ttl, max_bytes).with_scope_quota(quota);
         ThreadBackends {
             store: Arc::new(store),
             leases: Leases::shared(Arc::new(RedisLeases::new(connection.clone(), lease_ttl))),
@@ -237,25 +271,22 @@ impl ThreadBackends {
     }
 }
 
-/// How long a thread is kept after its last save.
-fn ttl(settings: &ThreadSettings) -> Duration {
-    Duration::from_secs(settings.ttl_secs.max(1))
-}
-
-impl ScopeQuota {
-    fn from_settings(settings: &ThreadSettings) -> Self {
-        ScopeQuota {
-            max_threads: settings.max_threads_per_scope,
-            max_bytes: settings.max_bytes_per_scope,
-        }
-    }
+/// How the thread service treats runs and requests (from `[threads]`, built at assembly).
+#[derive(Debug, Clone)]
+pub struct ThreadPolicies {
+    /// How long a thread is kept after its last save.
+    pub ttl: Duration,
+    pub history: HistoryPolicy,
+    pub on_concurrent_run: ConcurrentRunPolicy,
+    /// The header a trusted proxy names the user in (lower case); `None`: scope from the token.
+    pub scope_header: Option<String>,
 }
 
 impl Threads {
-    /// The service over `backends`, by the policies of `settings`.
+    /// The service over `backends`, by `policies`.
     pub fn new(
         backends: ThreadBackends,
-        settings: &ThreadSettings,
+        policies: ThreadPolicies,
         agent_tools: BTreeMap<String, AgentTools>,
     ) -> Threads {
         let ThreadBackends {
@@ -263,16 +294,14 @@ impl Threads {
             leases,
             ledger,
         } = backends;
-        let scope_header = Some(settings.scope_header.trim().to_ascii_lowercase())
-            .filter(|header| !header.is_empty());
         Threads {
             store,
             leases,
             ledger,
-            ttl: ttl(settings),
-            history: settings.history,
-            on_concurrent_run: settings.on_concurrent_run,
-            scope_header,
+            ttl: policies.ttl,
+            history: policies.history,
+            on_concurrent_run: policies.on_concurrent_run,
+            scope_header: policies.scope_header,
             agent_tools,
         }
     }

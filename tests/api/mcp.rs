@@ -979,7 +979,7 @@ fn the_mcp_example_pins_the_tested_reference_server() {
             "{package} is pinned"
         );
     }
-    let approvals = agui_host::agent::approval::ApprovalPolicies::for_agent(agent).unwrap();
+    let approvals = agui_host::app::approval_policies(agent).unwrap();
     assert!(approvals.requires_approval("files__write_file", &json!({})));
     assert!(!approvals.requires_approval("everything__echo", &json!({})));
 }

@@ -34,12 +34,12 @@ use serde_json::{json, Value};
 
 use crate::agent::approval::{ApprovalPolicies, ApprovalSigner, ApprovalSubject, IdCheck};
 use crate::agent::approval_id::{abbreviate as abbreviated, ApprovalId};
+use crate::agent::config::ApprovalSettings;
 use crate::agent::{
     map_updates, new_id, Agent, AgentError, AgentStream, AgentUpdate, ApprovalRequest,
     DecisionClaims, DecisionOutcome, RestoreState, RunRequest, ToolDecision, UpdateMapper,
 };
 use crate::protocol::{Content, EventBody, Interrupt, Message, ProtocolVersion, ResumeStatus};
-use crate::settings::ApprovalSettings;
 
 /// Cloned into a run whose decisions are claimed first (see the module docs): every field is
 /// shared or small.

@@ -16,9 +16,9 @@ use std::sync::Arc;
 use futures_util::stream::{self, StreamExt};
 use serde_json::Value;
 
+use crate::agent::config::StateSettings;
 use crate::agent::{prompt_safe_json, Agent, AgentError, AgentStream, AgentUpdate, RunRequest};
 use crate::protocol::EventBody;
-use crate::settings::StateSettings;
 use crate::tools::schema_violations;
 
 pub struct ClientStateInjection {

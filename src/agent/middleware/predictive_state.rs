@@ -12,7 +12,7 @@
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fmt;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use json_patch::PatchOperation;
 use serde_json::{Map, Value};
@@ -22,7 +22,6 @@ use crate::agent::{
     map_updates, Agent, AgentError, AgentStream, AgentUpdate, RunRequest, UpdateMapper,
 };
 use crate::protocol::EventBody;
-use crate::settings::AgentSettings;
 use crate::state::{Argument, Coalescing, Projection};
 use crate::tools::ToolRegistry;
 
@@ -44,27 +43,6 @@ pub struct PredictiveStateRules {
 }
 
 impl PredictiveStateRules {
-    pub fn from_settings(settings: &AgentSettings) -> Self {
-        let coalescing = &settings.predict_state_coalescing;
-        PredictiveStateRules {
-            rules: settings
-                .predict_state
-                .iter()
-                .map(|(state_key, rule)| PredictStateRule {
-                    state_key: state_key.clone(),
-                    tool: rule.tool.clone(),
-                    argument: Argument::from_setting(&rule.tool_argument),
-                })
-                .collect(),
-            coalescing: Coalescing {
-                resend_ratio: coalescing.resend_ratio,
-                min_growth_bytes: coalescing.min_growth_bytes,
-                min_interval: Duration::from_millis(coalescing.min_interval_ms),
-            },
-            emit_predict_state_event: settings.emit_predict_state_event,
-        }
-    }
-
     pub fn is_empty(&self) -> bool {
         self.rules.is_empty()
     }

@@ -1,4 +1,6 @@
-//! The one place agents are assembled from settings, and the order of their middlewares.
+//! The one place agents are assembled from settings, and the order of their middlewares: each
+//! middleware and the base agent get their own configuration, built here from the agent's
+//! settings.
 //!
 //! Each wrapper added here wraps everything built before it: the last one added sees the
 //! client's request first and the update stream last. Outermost first:
@@ -16,14 +18,15 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::approval::{ApprovalPolicies, ApprovalSigner};
-use super::middleware::{
-    ApprovalGate, ClientStateInjection, PredictiveStateDeltas, PredictiveStateRules,
-    StatusSnapshots,
+use crate::agent::approval::{ApprovalPolicies, ApprovalSigner};
+use crate::agent::middleware::{
+    ApprovalGate, ClientStateInjection, PredictStateRule, PredictiveStateDeltas,
+    PredictiveStateRules, StatusSnapshots,
 };
-use super::{Agent, ChatAgent, ChatAgentConfig};
+use crate::agent::{Agent, ChatAgent, ChatAgentConfig};
 use crate::llm::LlmClient;
 use crate::settings::AgentSettings;
+use crate::state::{Argument, Coalescing};
 use crate::tools::{Tool, ToolRegistry, ToolSource};
 
 /// Builds the agent named `name` from its settings, with `extra_tools` registered after the
@@ -32,7 +35,7 @@ use crate::tools::{Tool, ToolRegistry, ToolSource};
 ///
 /// # Errors
 /// A misconfigured tool or state schema, described for the operator.
-pub fn build(
+pub(crate) fn build(
     name: &str,
     settings: &AgentSettings,
     llm: LlmClient,
@@ -47,7 +50,7 @@ pub fn build(
     for source in tool_sources {
         tools.add_source(source);
     }
-    let approvals = ApprovalPolicies::for_agent(settings)?;
+    let approvals = approval_policies(settings)?;
     let config = ChatAgentConfig {
         name: name.to_owned(),
         instructions: settings.instructions.clone(),
@@ -63,7 +66,7 @@ pub fn build(
     // Right above the chat agent: it needs the raw tool-call events (arguments as they stream,
     // each call's end and result) and sees the state events of every layer below it, while
     // layers above see its deltas and snapshots as any other state events.
-    let predictive = PredictiveStateRules::from_settings(settings);
+    let predictive = predictive_rules(settings);
     if !predictive.is_empty() {
         agent = Arc::new(PredictiveStateDeltas::new(agent, predictive, tools));
     }
@@ -80,4 +83,52 @@ pub fn build(
     }
     agent = Arc::new(ClientStateInjection::new(agent, settings.state.clone())?);
     Ok(agent)
+}
+
+/// The approval policies of an agent's configured tools and of its MCP servers' tools (by the
+/// prefixed names the model sees).
+///
+/// # Errors
+/// A `when` that is not a valid JSON Schema, or an MCP tool name too long.
+pub fn approval_policies(agent: &AgentSettings) -> Result<ApprovalPolicies, String> {
+    let mut policies = ApprovalPolicies::default();
+    for tool in &agent.tools {
+        let message = tool.approval_message.clone();
+        policies.add(&tool.name, &tool.approval, tool.allow_edit, message)?;
+    }
+    for server in &agent.mcp_servers {
+        for (tool, options) in &server.tools {
+            let name = server.tool_name(tool).ok_or_else(|| {
+                format!(
+                    "MCP server `{}`: tool `{tool}` makes a name longer than 64 characters",
+                    server.name
+                )
+            })?;
+            let message = options.approval_message.clone();
+            policies.add(&name, &options.approval, options.allow_edit, message)?;
+        }
+    }
+    Ok(policies)
+}
+
+/// The agent's predictive state keys and how their updates are coalesced.
+fn predictive_rules(settings: &AgentSettings) -> PredictiveStateRules {
+    let coalescing = &settings.predict_state_coalescing;
+    PredictiveStateRules {
+        rules: settings
+            .predict_state
+            .iter()
+            .map(|(state_key, rule)| PredictStateRule {
+                state_key: state_key.clone(),
+                tool: rule.tool.clone(),
+                argument: Argument::from_setting(&rule.tool_argument),
+            })
+            .collect(),
+        coalescing: Coalescing {
+            resend_ratio: coalescing.resend_ratio,
+            min_growth_bytes: coalescing.min_growth_bytes,
+            min_interval: Duration::from_millis(coalescing.min_interval_ms),
+        },
+        emit_predict_state_event: settings.emit_predict_state_event,
+    }
 }

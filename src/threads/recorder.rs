@@ -97,7 +97,32 @@ impl ThreadRecorder {
                 let _ = crate::state::patch::apply(state, &delta.delta);
             }
             EventBody::MessagesSnapshot(snapshot) => self.messages = snapshot.messages.clone(),
-            _ => {}
+            // Every other event is listed, so that a new one is a decision here rather than
+            // silently left out of the record. Ends and lifecycle events change no message the
+            // client keeps; reasoning, activities, steps and subagent lifecycle are not kept in
+            // a thread's record (the client shows them for the run); raw and custom events are
+            // the application's.
+            EventBody::RunStarted(_)
+            | EventBody::RunFinished(_)
+            | EventBody::RunError(_)
+            | EventBody::StepStarted(_)
+            | EventBody::StepFinished(_)
+            | EventBody::TextMessageEnd(_)
+            | EventBody::ToolCallEnd(_)
+            | EventBody::ActivitySnapshot(_)
+            | EventBody::ActivityDelta(_)
+            | EventBody::Raw(_)
+            | EventBody::Custom(_)
+            | EventBody::ReasoningStart(_)
+            | EventBody::ReasoningMessageStart(_)
+            | EventBody::ReasoningMessageContent(_)
+            | EventBody::ReasoningMessageEnd(_)
+            | EventBody::ReasoningMessageChunk(_)
+            | EventBody::ReasoningEnd(_)
+            | EventBody::ReasoningEncryptedValue(_)
+            | EventBody::SubagentStarted(_)
+            | EventBody::SubagentFinished(_)
+            | EventBody::SubagentError(_) => {}
         }
     }
 

@@ -11,7 +11,7 @@ use std::hint::black_box;
 use base64::Engine as _;
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 
-use agui_host::http::check_media;
+use agui_host::protocol::check_media;
 use agui_host::protocol::RunAgentInput;
 use agui_host::settings::InputLimitSettings;
 

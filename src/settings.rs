@@ -21,6 +21,7 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 
 mod agent;
+pub use crate::protocol::InputLimits as InputLimitSettings;
 pub use agent::*;
 mod keys;
 pub use keys::UnknownKey;
@@ -168,70 +169,6 @@ pub struct LimitSettings {
     /// Most requests (streams) one HTTP/2 connection may have open at once.
     #[serde(default = "default_http2_max_concurrent_streams")]
     pub http2_max_concurrent_streams: u32,
-}
-
-/// Limits on one request's content, each refused before any stream with a 422 naming it.
-/// `server.body_limit_bytes` bounds the bytes parsed; these bound what a run then works on.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(default)]
-pub struct InputLimitSettings {
-    /// Most messages in `messages` (`too_many_messages`).
-    pub max_messages: usize,
-    /// Most bytes of text across all messages: text content and text parts, tool-call names and
-    /// arguments, tool results, reasoning (`content_too_large`). Media data is bounded by
-    /// `max_media_parts` and `max_media_bytes`.
-    pub max_content_bytes: usize,
-    /// Most client tools in `tools` (`too_many_tools`).
-    pub max_tools: usize,
-    /// Most entries in `context` (`too_many_context_entries`).
-    pub max_context_entries: usize,
-    /// Most bytes of `context` descriptions and values together (`context_too_large`).
-    pub max_context_bytes: usize,
-    /// Longest id in bytes (`id_too_long`): `threadId`, `runId`, `parentRunId`, every
-    /// message's `id`, every tool call's `id` and every tool message's `toolCallId`. They go on
-    /// log lines, into tool requests and into the stored thread.
-    pub max_id_bytes: usize,
-    /// Most tool calls in one assistant message (`too_many_tool_calls`).
-    pub max_tool_calls_per_message: usize,
-    /// Most bytes of `metadata` (as JSON) across all messages, their tool calls and content
-    /// parts (`metadata_too_large`): stored with the thread, never sent to the model.
-    pub max_metadata_bytes: usize,
-    /// Most bytes of `forwardedProps` as JSON (`forwarded_props_too_large`).
-    pub max_forwarded_props_bytes: usize,
-    /// Most entries in `resume` (`too_many_resume_entries`).
-    pub max_resume_entries: usize,
-    /// Most bytes of `resume` interrupt ids and payloads together (`resume_too_large`).
-    pub max_resume_bytes: usize,
-    /// Most media parts (images, audio, video, documents) across all messages
-    /// (`too_many_media_parts`).
-    pub max_media_parts: usize,
-    /// Most decoded bytes of one media part's inline base64 data (`media_too_large`).
-    pub max_media_bytes: usize,
-    /// Accept media parts that name an `http(s)` URL, which the model server then fetches. Off:
-    /// inline data only (`media_url_not_allowed`), for a model server that can reach addresses
-    /// clients should not.
-    pub allow_media_urls: bool,
-}
-
-impl Default for InputLimitSettings {
-    fn default() -> Self {
-        InputLimitSettings {
-            max_messages: 1000,
-            max_content_bytes: 2 * 1024 * 1024,
-            max_tools: 128,
-            max_context_entries: 100,
-            max_context_bytes: 256 * 1024,
-            max_id_bytes: 256,
-            max_tool_calls_per_message: 128,
-            max_metadata_bytes: 256 * 1024,
-            max_forwarded_props_bytes: 64 * 1024,
-            max_resume_entries: 64,
-            max_resume_bytes: 256 * 1024,
-            max_media_parts: 32,
-            max_media_bytes: 20 * 1024 * 1024,
-            allow_media_urls: true,
-        }
-    }
 }
 
 /// Cross-origin access for frontends that call the service straight from the browser.

@@ -10,8 +10,8 @@
 //! cannot hold a connection and a task for ever. A JSON syntax error is 400 `invalid_json`, a
 //! well-formed body of the wrong shape 422
 //! `invalid_request`, a body over `server.body_limit_bytes` 413, and a valid input over one of
-//! `server.input_limits` 422 with a code naming that limit; media parts are checked too
-//! (`decode/media.rs`).
+//! `server.input_limits` 422 with a code naming that limit, media parts included (the checks
+//! are `protocol::check_input`'s; this maps their refusal to its code).
 //!
 //! The input limits are checked here, on the decoded input, rather than in `RunRequest`
 //! construction or in the agents: they hold for every agent alike, they come before the run
@@ -34,11 +34,8 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
 use super::{ApiError, Code};
-use crate::protocol::{Content, ContentPart, Message, RunAgentInput, ToolCall};
-use crate::settings::InputLimitSettings;
+use crate::protocol::{check_input, InputCode, InputLimits, InputRefusal, RunAgentInput};
 
-mod media;
-pub use media::check_media;
 #[cfg(test)]
 mod tests;
 
@@ -122,7 +119,7 @@ fn require_json(headers: &HeaderMap) -> Result<(), ApiError> {
 /// Decodes a body and checks it against the input limits.
 pub(super) fn decode_run_input(
     bytes: &[u8],
-    limits: &InputLimitSettings,
+    limits: &InputLimits,
 ) -> Result<RunAgentInput, ApiError> {
     let input: RunAgentInput = serde_json::from_slice(bytes).map_err(|error| {
         use serde_json::error::Category;
@@ -137,272 +134,31 @@ pub(super) fn decode_run_input(
             ),
         }
     })?;
-    check_input_limits(&input, limits)?;
-    media::check_media(&input.messages, limits)?;
+    check_input(&input, limits)?;
     Ok(input)
 }
 
-/// Refuses an input over one of `server.input_limits`, naming the limit (the first one
-/// exceeded, in this order).
-fn check_input_limits(input: &RunAgentInput, limits: &InputLimitSettings) -> Result<(), ApiError> {
-    let context_bytes: usize = input
-        .context
-        .iter()
-        .map(|entry| entry.description.len() + entry.value.len())
-        .sum();
-    // (code, what is counted, how many, the setting, its limit)
-    let checks = [
-        (
-            Code::TooManyMessages,
-            "messages",
-            input.messages.len(),
-            "max_messages",
-            limits.max_messages,
-        ),
-        (
-            Code::ContentTooLarge,
-            "bytes of message content",
-            content_bytes(&input.messages),
-            "max_content_bytes",
-            limits.max_content_bytes,
-        ),
-        (
-            Code::TooManyTools,
-            "client tools",
-            input.tools.len(),
-            "max_tools",
-            limits.max_tools,
-        ),
-        (
-            Code::TooManyContextEntries,
-            "context entries",
-            input.context.len(),
-            "max_context_entries",
-            limits.max_context_entries,
-        ),
-        (
-            Code::ContextTooLarge,
-            "bytes of context",
-            context_bytes,
-            "max_context_bytes",
-            limits.max_context_bytes,
-        ),
-        (
-            Code::IdTooLong,
-            "bytes in its longest id (threadId, runId, parentRunId)",
-            ids(input).map(str::len).max().unwrap_or(0),
-            "max_id_bytes",
-            limits.max_id_bytes,
-        ),
-        (
-            Code::IdTooLong,
-            "bytes in its longest message id, tool-call id or toolCallId",
-            message_ids(&input.messages)
-                .map(str::len)
-                .max()
-                .unwrap_or(0),
-            "max_id_bytes",
-            limits.max_id_bytes,
-        ),
-        (
-            Code::TooManyToolCalls,
-            "tool calls in one message",
-            input
-                .messages
-                .iter()
-                .map(|message| match message {
-                    Message::Assistant(m) => m.tool_calls.len(),
-                    _ => 0,
-                })
-                .max()
-                .unwrap_or(0),
-            "max_tool_calls_per_message",
-            limits.max_tool_calls_per_message,
-        ),
-        (
-            Code::MetadataTooLarge,
-            "bytes of message, tool-call and content-part metadata",
-            metadata_bytes(&input.messages),
-            "max_metadata_bytes",
-            limits.max_metadata_bytes,
-        ),
-        (
-            Code::ForwardedPropsTooLarge,
-            "bytes of forwardedProps",
-            input.forwarded_props.as_ref().map_or(0, json_len),
-            "max_forwarded_props_bytes",
-            limits.max_forwarded_props_bytes,
-        ),
-        (
-            Code::TooManyResumeEntries,
-            "resume entries",
-            input.resume.len(),
-            "max_resume_entries",
-            limits.max_resume_entries,
-        ),
-        (
-            Code::ResumeTooLarge,
-            "bytes of resume interrupt ids and payloads",
-            resume_bytes(input),
-            "max_resume_bytes",
-            limits.max_resume_bytes,
-        ),
-    ];
-    match checks
-        .into_iter()
-        .find(|&(_, _, actual, _, limit)| actual > limit)
-    {
-        Some((code, what, actual, key, limit)) => Err(ApiError::new(
-            code,
-            format!(
-                "the request has {actual} {what}, over this server's limit of {limit} \
-                 (server.input_limits.{key})"
-            ),
-        )),
-        None => check_ids(input),
-    }
-}
-
-fn ids(input: &RunAgentInput) -> impl Iterator<Item = &str> {
-    [&input.thread_id, &input.run_id, &input.parent_run_id]
-        .into_iter()
-        .filter_map(|id| id.as_deref())
-}
-
-/// Every message's id, its tool calls' ids, and a tool message's `toolCallId`.
-fn message_ids(messages: &[Message]) -> impl Iterator<Item = &str> {
-    messages.iter().flat_map(|message| {
-        let (calls, answered): (&[ToolCall], _) = match message {
-            Message::Assistant(m) => (&m.tool_calls, None),
-            Message::Tool(m) => (&[], Some(m.tool_call_id.as_str())),
-            _ => (&[], None),
+impl From<InputRefusal> for ApiError {
+    fn from(refusal: InputRefusal) -> Self {
+        let code = match refusal.code {
+            InputCode::TooManyMessages => Code::TooManyMessages,
+            InputCode::ContentTooLarge => Code::ContentTooLarge,
+            InputCode::TooManyTools => Code::TooManyTools,
+            InputCode::TooManyContextEntries => Code::TooManyContextEntries,
+            InputCode::ContextTooLarge => Code::ContextTooLarge,
+            InputCode::IdTooLong => Code::IdTooLong,
+            InputCode::InvalidId => Code::InvalidId,
+            InputCode::TooManyToolCalls => Code::TooManyToolCalls,
+            InputCode::MetadataTooLarge => Code::MetadataTooLarge,
+            InputCode::ForwardedPropsTooLarge => Code::ForwardedPropsTooLarge,
+            InputCode::TooManyResumeEntries => Code::TooManyResumeEntries,
+            InputCode::ResumeTooLarge => Code::ResumeTooLarge,
+            InputCode::TooManyMediaParts => Code::TooManyMediaParts,
+            InputCode::MediaTooLarge => Code::MediaTooLarge,
+            InputCode::InvalidMedia => Code::InvalidMedia,
+            InputCode::UnsupportedImageType => Code::UnsupportedImageType,
+            InputCode::MediaUrlNotAllowed => Code::MediaUrlNotAllowed,
         };
-        std::iter::once(message.id())
-            .chain(calls.iter().map(|call| call.id.as_str()))
-            .chain(answered)
-    })
-}
-
-/// Ids go on log lines as they are (the run's on every line, a tool call's on its span and on
-/// history repairs): a control character (a newline) could forge one.
-fn check_ids(input: &RunAgentInput) -> Result<(), ApiError> {
-    let has_control = |id: &str| id.chars().any(char::is_control);
-    let refuse = |which: &str| {
-        Err(ApiError::new(
-            Code::InvalidId,
-            format!("{which} must not contain control characters"),
-        ))
-    };
-    if ids(input).any(has_control) {
-        return refuse("threadId, runId and parentRunId");
+        ApiError::new(code, refusal.message)
     }
-    if message_ids(&input.messages).any(has_control) {
-        return refuse("message ids, tool-call ids and toolCallId");
-    }
-    Ok(())
-}
-
-/// Bytes of `value` written as compact JSON, counted without building the text.
-fn json_len(value: &impl serde::Serialize) -> usize {
-    struct Count(usize);
-    impl std::io::Write for Count {
-        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
-            self.0 = self.0.saturating_add(bytes.len());
-            Ok(bytes.len())
-        }
-        fn flush(&mut self) -> std::io::Result<()> {
-            Ok(())
-        }
-    }
-    let mut count = Count(0);
-    // Serializing a `Value` into a writer that never fails cannot fail.
-    let _ = serde_json::to_writer(&mut count, value);
-    count.0
-}
-
-/// Bytes of `metadata` as JSON across the messages, their tool calls and their content parts:
-/// none of it reaches the model (so `content_bytes` leaves it out), all of it is stored with
-/// the thread.
-fn metadata_bytes(messages: &[Message]) -> usize {
-    fn parts(content: &Content) -> usize {
-        match content {
-            Content::Text(_) => 0,
-            Content::Parts(parts) => parts
-                .iter()
-                .map(|part| match part {
-                    ContentPart::Text { metadata, .. } => metadata.as_ref().map_or(0, json_len),
-                    ContentPart::Image(media)
-                    | ContentPart::Audio(media)
-                    | ContentPart::Video(media)
-                    | ContentPart::Document(media) => media.metadata.as_ref().map_or(0, json_len),
-                    ContentPart::Binary { .. } | ContentPart::Unknown => 0,
-                })
-                .fold(0, usize::saturating_add),
-        }
-    }
-    messages
-        .iter()
-        .map(|message| {
-            let own = message.metadata().map_or(0, json_len);
-            let inner = match message {
-                Message::Assistant(m) => m
-                    .tool_calls
-                    .iter()
-                    .map(|call| call.metadata.as_ref().map_or(0, json_len))
-                    .fold(0, usize::saturating_add),
-                Message::User(m) => parts(&m.content),
-                Message::Tool(m) => parts(&m.content),
-                _ => 0,
-            };
-            own.saturating_add(inner)
-        })
-        .fold(0, usize::saturating_add)
-}
-
-fn resume_bytes(input: &RunAgentInput) -> usize {
-    input
-        .resume
-        .iter()
-        .map(|entry| {
-            entry.interrupt_id.len()
-                + entry
-                    .payload
-                    .as_ref()
-                    .map_or(0, |payload| payload.to_string().len())
-        })
-        .fold(0, usize::saturating_add)
-}
-
-/// Bytes of text across the messages: what reaches the model's prompt. Media data is not
-/// counted (the media limits bound it); activity messages never reach the model.
-fn content_bytes(messages: &[Message]) -> usize {
-    fn content(content: &Content) -> usize {
-        match content {
-            Content::Text(text) => text.len(),
-            Content::Parts(parts) => parts
-                .iter()
-                .map(|part| match part {
-                    ContentPart::Text { text, .. } => text.len(),
-                    _ => 0,
-                })
-                .sum(),
-        }
-    }
-    messages
-        .iter()
-        .map(|message| match message {
-            Message::Developer(m) | Message::System(m) => m.content.len(),
-            Message::Assistant(m) => {
-                m.content.as_ref().map_or(0, String::len)
-                    + m.tool_calls
-                        .iter()
-                        .map(|call| call.function.name.len() + call.function.arguments.len())
-                        .sum::<usize>()
-            }
-            Message::User(m) => content(&m.content),
-            Message::Tool(m) => content(&m.content) + m.error.as_ref().map_or(0, String::len),
-            Message::Reasoning(m) => m.content.len(),
-            Message::Activity(_) => 0,
-        })
-        .fold(0, usize::saturating_add)
 }

@@ -48,7 +48,6 @@ use tower_http::trace::TraceLayer;
 
 use crate::agent::Agent;
 use crate::settings::{InputLimitSettings, Settings, SettingsError};
-pub use decode::check_media;
 pub use discovery::Discovery;
 pub use error::{ApiError, Code};
 pub use metrics::Metrics;

@@ -8,6 +8,8 @@ mod encoder;
 mod error;
 mod events;
 mod input;
+mod limits;
+mod media;
 mod sse;
 
 pub use capabilities::*;
@@ -15,9 +17,23 @@ pub use encoder::{ProtocolVersion, RunEncoder, KEEP_ALIVE_FRAME};
 pub use error::EncodeError;
 pub use events::*;
 pub use input::*;
+pub use limits::{InputCode, InputLimits, InputRefusal};
+pub use media::check_media;
+#[cfg(test)]
+pub(crate) use media::tests::PNG_1X1;
 pub use sse::{
     event_id_prefix, now_millis, split_event_id, write_event_id, write_frame, ContentFrame,
 };
+
+/// Checks `input` against `limits` (`server.input_limits`): the counts and sizes (the first
+/// limit broken), the ids, then every media part.
+///
+/// # Errors
+/// The limit broken.
+pub fn check_input(input: &RunAgentInput, limits: &InputLimits) -> Result<(), InputRefusal> {
+    limits::check_limits(input, limits)?;
+    media::check_media(&input.messages, limits)
+}
 
 #[cfg(test)]
 mod tests;

@@ -110,7 +110,7 @@ fn valid_input() -> Value {
             {"id": "u", "role": "user", "content": [
                 {"type": "text", "text": "look"},
                 {"type": "image", "source": {"type": "url", "value": "https://x/y.png"}},
-                {"type": "binary", "mimeType": "image/png", "data": super::media::tests::PNG_1X1},
+                {"type": "binary", "mimeType": "image/png", "data": crate::protocol::PNG_1X1},
             ]},
             {"id": "a", "role": "assistant", "content": null, "toolCalls": [
                 {"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{\"x\":1}"}},

@@ -9,9 +9,8 @@
 
 use base64::Engine as _;
 
-use super::{ApiError, Code};
-use crate::protocol::{Content, ContentPart, Message, PartSource};
-use crate::settings::InputLimitSettings;
+use super::limits::{InputCode, InputLimits, InputRefusal};
+use super::{Content, ContentPart, Message, PartSource};
 
 /// Longest URL (or file handle) a media part may name. Browsers and CDNs cap URLs near here.
 pub(super) const MAX_URL_BYTES: usize = 8 * 1024;
@@ -29,12 +28,12 @@ const IMAGE_FORMATS: &[(&str, &str)] = &[
 ];
 
 /// What one part's check found wrong: the error code and the reason.
-type Refusal = (Code, String);
+type Refusal = (InputCode, String);
 
 /// Checks every media part of `messages` against `limits` (see the module docs); the error is
-/// the 422 the server answers. Public so that its cost can be benchmarked (`benches/input.rs`)
+/// refusal names the message and part. Public so that its cost can be benchmarked (`benches/input.rs`)
 /// and an embedder decoding input itself can apply the same checks.
-pub fn check_media(messages: &[Message], limits: &InputLimitSettings) -> Result<(), ApiError> {
+pub fn check_media(messages: &[Message], limits: &InputLimits) -> Result<(), InputRefusal> {
     let mut count = 0usize;
     for (message_index, message) in messages.iter().enumerate() {
         let content = match message {
@@ -51,8 +50,8 @@ pub fn check_media(messages: &[Message], limits: &InputLimitSettings) -> Result<
             }
             count += 1;
             if count > limits.max_media_parts {
-                return Err(ApiError::new(
-                    Code::TooManyMediaParts,
+                return Err(InputRefusal::new(
+                    InputCode::TooManyMediaParts,
                     format!(
                         "the request has more than {} media parts, this server's limit \
                          (server.input_limits.max_media_parts)",
@@ -61,7 +60,7 @@ pub fn check_media(messages: &[Message], limits: &InputLimitSettings) -> Result<
                 ));
             }
             check_part(part, limits).map_err(|(code, reason)| {
-                ApiError::new(
+                InputRefusal::new(
                     code,
                     format!("messages[{message_index}].content[{part_index}]: {reason}"),
                 )
@@ -71,7 +70,7 @@ pub fn check_media(messages: &[Message], limits: &InputLimitSettings) -> Result<
     Ok(())
 }
 
-fn check_part(part: &ContentPart, limits: &InputLimitSettings) -> Result<(), Refusal> {
+fn check_part(part: &ContentPart, limits: &InputLimits) -> Result<(), Refusal> {
     match part {
         ContentPart::Image(media) => check_source(&media.source, true, limits),
         ContentPart::Audio(media) | ContentPart::Video(media) | ContentPart::Document(media) => {
@@ -95,11 +94,7 @@ fn check_part(part: &ContentPart, limits: &InputLimitSettings) -> Result<(), Ref
     }
 }
 
-fn check_source(
-    source: &PartSource,
-    image: bool,
-    limits: &InputLimitSettings,
-) -> Result<(), Refusal> {
+fn check_source(source: &PartSource, image: bool, limits: &InputLimits) -> Result<(), Refusal> {
     match source {
         PartSource::Data { value, mime_type } => check_inline(mime_type, value, image, limits),
         PartSource::Url { value, mime_type } => {
@@ -130,7 +125,7 @@ fn check_inline(
     mime_type: &str,
     data: &str,
     image: bool,
-    limits: &InputLimitSettings,
+    limits: &InputLimits,
 ) -> Result<(), Refusal> {
     let format = check_mime(mime_type, image)?;
     // Three bytes per four characters, less the padding: known before decoding anything.
@@ -138,7 +133,7 @@ fn check_inline(
     let decoded_len = (data.len() / 4 * 3).saturating_sub(padding);
     if decoded_len > limits.max_media_bytes {
         return Err((
-            Code::MediaTooLarge,
+            InputCode::MediaTooLarge,
             format!(
                 "the inline data is about {decoded_len} bytes, over this server's limit of {} \
                  (server.input_limits.max_media_bytes)",
@@ -181,7 +176,7 @@ fn decode_head(data: &str) -> Option<Vec<u8>> {
 
 /// A URL source: an absolute `http(s)` URL (fetched by the model server, so only when
 /// `allow_media_urls`), or a `data:` URL that holds base64 data, checked like inline data.
-fn check_url(url: &str, image: bool, limits: &InputLimitSettings) -> Result<(), Refusal> {
+fn check_url(url: &str, image: bool, limits: &InputLimits) -> Result<(), Refusal> {
     if let Some(rest) = url.strip_prefix("data:") {
         let Some((mime_type, data)) = rest
             .split_once(',')
@@ -208,7 +203,7 @@ fn check_url(url: &str, image: bool, limits: &InputLimitSettings) -> Result<(), 
     }
     if !limits.allow_media_urls {
         return Err((
-            Code::MediaUrlNotAllowed,
+            InputCode::MediaUrlNotAllowed,
             "this server accepts media only as inline data \
              (server.input_limits.allow_media_urls = false)"
                 .to_owned(),
@@ -242,7 +237,7 @@ fn check_mime(mime_type: &str, image: bool) -> Result<Option<&'static str>, Refu
     match image_format(mime_type) {
         Some(format) => Ok(Some(format)),
         None => Err((
-            Code::UnsupportedImageType,
+            InputCode::UnsupportedImageType,
             format!("images must be PNG, JPEG, GIF or WebP, not {mime_type}"),
         )),
     }
@@ -267,7 +262,7 @@ fn starts_like(format: &str, head: &[u8]) -> bool {
 }
 
 fn invalid(reason: String) -> Refusal {
-    (Code::InvalidMedia, reason)
+    (InputCode::InvalidMedia, reason)
 }
 
 #[cfg(test)]
@@ -277,7 +272,7 @@ pub(super) mod tests {
     use super::*;
 
     /// A complete 1×1 PNG.
-    pub(in crate::http::decode) const PNG_1X1: &str =
+    pub(crate) const PNG_1X1: &str =
         "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAQAAAC1HAwCAAAAC0lEQVR42mNkYAAAAAYAAjCB0C8AAAAASUVORK5CYII=";
     /// The first bytes of a JPEG, a GIF and a WebP file, and of a PDF.
     const JPEG_HEAD: &str = "/9j/4AAAAAAAAAAA";
@@ -303,7 +298,7 @@ pub(super) mod tests {
 
     /// The refusal's code and message, or `None` when accepted.
     #[allow(clippy::needless_pass_by_value)] // call sites read as data: `verdict(json!(...))`
-    fn verdict(parts: Value, limits: &InputLimitSettings) -> Option<(String, String)> {
+    fn verdict(parts: Value, limits: &InputLimits) -> Option<(String, String)> {
         check_media(&user_parts(&parts), limits).err().map(|error| {
             let text = format!("{error:?}");
             let code = ["too_many_media_parts", "media_too_large", "invalid_media"]
@@ -318,14 +313,14 @@ pub(super) mod tests {
 
     #[track_caller]
     fn refused(parts: Value, code: &str) -> String {
-        let (actual, message) = verdict(parts, &InputLimitSettings::default()).expect("refused");
+        let (actual, message) = verdict(parts, &InputLimits::default()).expect("refused");
         assert_eq!(actual, code, "{message}");
         message
     }
 
     #[test]
     fn well_formed_images_and_media_are_accepted() {
-        let limits = InputLimitSettings::default();
+        let limits = InputLimits::default();
         let parts = json!([
             {"type": "text", "text": "look"},
             image(&data("image/png", PNG_1X1)),
@@ -416,9 +411,9 @@ pub(super) mod tests {
         let long = format!("https://example.com/{}", "a".repeat(MAX_URL_BYTES));
         refused(json!([image(&url(&long))]), "invalid_media");
 
-        let inline_only = InputLimitSettings {
+        let inline_only = InputLimits {
             allow_media_urls: false,
-            ..InputLimitSettings::default()
+            ..InputLimits::default()
         };
         let (code, _) = verdict(
             json!([image(&url("https://example.com/a.png"))]),
@@ -438,17 +433,17 @@ pub(super) mod tests {
 
     #[test]
     fn count_and_size_limits_hold_at_their_edges() {
-        let limits = InputLimitSettings {
+        let limits = InputLimits {
             max_media_parts: 2,
             max_media_bytes: 67,
-            ..InputLimitSettings::default()
+            ..InputLimits::default()
         };
         // PNG_1X1 is 68 bytes decoded.
         let (code, message) = verdict(json!([image(&data("image/png", PNG_1X1))]), &limits)
             .expect("over max_media_bytes");
         assert_eq!(code, "media_too_large");
         assert!(message.contains("max_media_bytes"), "{message}");
-        let limits = InputLimitSettings {
+        let limits = InputLimits {
             max_media_bytes: 68,
             ..limits
         };

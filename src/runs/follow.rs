@@ -40,7 +40,7 @@ pub struct Follower {
 
 impl Follower {
     pub(super) fn new(log: Arc<RunLog>, head: watch::Receiver<u64>, cursor: u64) -> Self {
-        log.readers.send_modify(|n| *n += 1);
+        log.readers.attach();
         Follower {
             log,
             head,
@@ -88,6 +88,6 @@ impl Follower {
 
 impl Drop for Follower {
     fn drop(&mut self) {
-        self.log.readers.send_modify(|n| *n = n.saturating_sub(1));
+        self.log.readers.detach();
     }
 }

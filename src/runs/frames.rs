@@ -67,8 +67,11 @@ struct Row {
     deltas: Vec<u8>,
     /// Where each delta ends in `deltas`.
     ends: Vec<u32>,
-    /// Each frame's timestamp, when the row's frames carry one.
-    stamps: Vec<i64>,
+    /// Each frame's timestamp, when the row's frames carry one, as milliseconds after `base`:
+    /// half the bytes of a full timestamp, one per token of a reply.
+    stamps: Vec<u32>,
+    /// The timestamp the offsets in `stamps` count from: the row's first frame's.
+    base: Option<i64>,
     /// Whether they do: a run's frames all carry one, or none does.
     stamped: bool,
     /// Frames dropped from the front by the log's bounds and not yet compacted away.
@@ -309,15 +312,24 @@ impl Row {
             deltas: Vec::new(),
             ends: Vec::new(),
             stamps: Vec::new(),
+            base: None,
             stamped,
             dropped: 0,
         }
     }
 
-    /// Whether `content`, of this row's head, continues it: stamped alike, and room left in the
-    /// `u32` offsets.
+    /// Whether `content`, of this row's head, continues it: stamped alike, room left in the
+    /// `u32` offsets, and a timestamp no earlier than the row's first (a clock set back starts
+    /// a new row) and within a `u32` of milliseconds of it.
     fn takes(&self, content: &ContentFrame<'_>) -> bool {
+        let stamp_fits = match (content.timestamp, self.base) {
+            (Some(timestamp), Some(base)) => timestamp
+                .checked_sub(base)
+                .is_some_and(|offset| u32::try_from(offset).is_ok()),
+            _ => true,
+        };
         self.stamped == content.timestamp.is_some()
+            && stamp_fits
             && u32::try_from(self.deltas.len() + content.delta.len()).is_ok()
     }
 
@@ -327,13 +339,16 @@ impl Row {
         // `takes` checked the offset fits (a row's first delta is one frame's, far below it).
         self.ends.push(self.deltas.len() as u32);
         if let Some(timestamp) = content.timestamp {
-            self.stamps.push(timestamp);
+            let base = *self.base.get_or_insert(timestamp);
+            // `takes` checked the offset fits (a row's first stamp is its base).
+            self.stamps
+                .push(u32::try_from(timestamp - base).unwrap_or(u32::MAX));
         }
         Self::piece_bytes(content.delta.len(), content.timestamp.is_some())
     }
 
     fn piece_bytes(delta: usize, stamped: bool) -> usize {
-        delta + size_of::<u32>() + if stamped { size_of::<i64>() } else { 0 }
+        delta + size_of::<u32>() + if stamped { size_of::<u32>() } else { 0 }
     }
 
     fn is_empty(&self) -> bool {
@@ -349,7 +364,11 @@ impl Row {
         ContentFrame {
             head: &self.head,
             delta: &self.deltas[start..self.ends[index] as usize],
-            timestamp: self.stamps.get(index).copied(),
+            timestamp: self
+                .stamps
+                .get(index)
+                .zip(self.base)
+                .map(|(offset, base)| base + i64::from(*offset)),
         }
     }
 

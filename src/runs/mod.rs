@@ -230,7 +230,7 @@ pub struct RunLog {
     /// The seq of the last appended frame; followers wait on it.
     head: watch::Sender<u64>,
     /// How many readers are attached; the run's driver waits on it.
-    readers: watch::Sender<usize>,
+    readers: ReaderCount,
     /// Cancelled to stop the run (a stop request, or no reader for the grace period).
     stop: CancellationToken,
 }
@@ -264,7 +264,7 @@ impl RunLog {
                 broken: false,
             }),
             head: watch::channel(0).0,
-            readers: watch::channel(0).0,
+            readers: ReaderCount::default(),
             stop,
         }
     }
@@ -328,16 +328,13 @@ impl RunLog {
 
     /// Resolves once no reader has been attached for `grace` in a row.
     pub async fn abandoned(&self, grace: Duration) {
-        let mut readers = self.readers.subscribe();
         loop {
-            if readers.wait_for(|n| *n == 0).await.is_err() {
-                return;
-            }
-            // Still none after the grace period (or the log went away): abandoned.
-            if !matches!(
-                tokio::time::timeout(grace, readers.wait_for(|n| *n > 0)).await,
-                Ok(Ok(_))
-            ) {
+            self.readers.until(|n| n == 0).await;
+            // Still none after the grace period: abandoned.
+            if tokio::time::timeout(grace, self.readers.until(|n| n > 0))
+                .await
+                .is_err()
+            {
                 return;
             }
         }
@@ -371,6 +368,44 @@ impl RunLog {
             ended,
             broken: ended && kept.broken,
         })
+    }
+}
+
+/// The readers attached to a log: a count and a signal that it changed (lighter than a watch
+/// channel, and a log is kept for `log_ttl` after its run).
+#[derive(Debug, Default)]
+struct ReaderCount {
+    count: std::sync::atomic::AtomicUsize,
+    changed: tokio::sync::Notify,
+}
+
+impl ReaderCount {
+    fn attach(&self) {
+        self.count.fetch_add(1, std::sync::atomic::Ordering::AcqRel);
+        self.changed.notify_waiters();
+    }
+
+    fn detach(&self) {
+        let _ = self.count.fetch_update(
+            std::sync::atomic::Ordering::AcqRel,
+            std::sync::atomic::Ordering::Acquire,
+            |n| Some(n.saturating_sub(1)),
+        );
+        self.changed.notify_waiters();
+    }
+
+    /// Resolves once the count satisfies `holds`.
+    async fn until(&self, holds: impl Fn(usize) -> bool) {
+        loop {
+            // Registered before the check, so a change between the check and the wait wakes it.
+            let changed = self.changed.notified();
+            tokio::pin!(changed);
+            changed.as_mut().enable();
+            if holds(self.count.load(std::sync::atomic::Ordering::Acquire)) {
+                return;
+            }
+            changed.await;
+        }
     }
 }
 

@@ -215,8 +215,9 @@ impl FrameSink for LogSink {
     }
 }
 
-/// Drives the pump into the log, while a watchdog stops the run once it has had no reader,
-/// here or anywhere else, for `grace`.
+/// Drives the pump into the log, and stops the run once it has had no reader, here or anywhere
+/// else, for `grace`: the stop reaches the pump as a stop request, which ends the run with its
+/// terminal event, so the drive goes on until then (one task, no watchdog of its own).
 async fn drive_run(
     writer: Box<dyn RunWriter>,
     stop: tokio_util::sync::CancellationToken,
@@ -224,16 +225,19 @@ async fn drive_run(
     grace: Duration,
 ) {
     let abandoned = writer.abandoned(grace);
-    let watchdog = tokio::spawn(async move {
-        abandoned.await;
-        tracing::info!(
-            grace_secs = grace.as_secs_f64(),
-            "no reader attached; stopping the run"
-        );
-        stop.cancel();
-    });
-    sink::drive(pump, LogSink { writer }).await;
-    watchdog.abort();
+    let drive = sink::drive(pump, LogSink { writer });
+    tokio::pin!(drive);
+    tokio::select! {
+        () = &mut drive => return,
+        () = abandoned => {
+            tracing::info!(
+                grace_secs = grace.as_secs_f64(),
+                "no reader attached; stopping the run"
+            );
+            stop.cancel();
+        }
+    }
+    drive.await;
 }
 
 /// A body that reads the log: frames as they come, keep-alives while idle. A log that breaks

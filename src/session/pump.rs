@@ -24,9 +24,10 @@ use crate::protocol::{EncodeError, RunEncoder, KEEP_ALIVE_FRAME};
 /// saves a write per event under load without holding back a slow stream.
 const MAX_BATCH_BYTES: usize = 16 * 1024;
 
-/// The block a run's batches are packed into (see `Pump::seal`): a few dozen paced frames, and
-/// at most this much left unused at the end of a run that its log keeps.
-const FRAME_BLOCK_BYTES: usize = 2 * 1024;
+/// The block a run's batches are packed into (see `Pump::seal`): a few paced frames, and at
+/// most this much left unused while a stream is open or at the end of a run that its log
+/// keeps (a larger batch gets a block of its own size).
+const FRAME_BLOCK_BYTES: usize = 512;
 
 /// See the module docs.
 pub(super) struct Pump {

@@ -83,8 +83,7 @@ impl ThreadRecorder {
             }
             EventBody::ToolCallResult(result) => {
                 self.server_results.insert(result.tool_call_id.clone());
-                self.messages
-                    .push(Message::Tool(ToolMessage::answering(result)));
+                self.add(Message::Tool(ToolMessage::answering(result)));
             }
             EventBody::StateSnapshot(snapshot) => self.state = Some(snapshot.snapshot.clone()),
             EventBody::StateDelta(delta) => {
@@ -126,6 +125,13 @@ impl ThreadRecorder {
         }
     }
 
+    /// Adds a message the run produced. Exactly: a run adds a few messages to a history that
+    /// may be long, and a doubled vector's slack would be held for the whole stream.
+    fn add(&mut self, message: Message) {
+        self.messages.reserve_exact(1);
+        self.messages.push(message);
+    }
+
     /// Notes an interrupt the run ends with.
     pub fn interrupt(&mut self, interrupt: &Interrupt) {
         self.interrupts.push(interrupt.clone());
@@ -153,7 +159,7 @@ impl ThreadRecorder {
             Some(TextRole::User) => Message::User(UserMessage::text(id, "")),
             _ => Message::Assistant(AssistantMessage::empty(id)),
         };
-        self.messages.push(message);
+        self.add(message);
     }
 
     fn append_text(&mut self, id: &str, delta: &str) {

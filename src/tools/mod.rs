@@ -322,10 +322,11 @@ pub trait ToolSource: Send + Sync + 'static {
     fn current_tools(&self) -> Arc<BTreeMap<String, RegisteredTool>>;
 }
 
-/// The server-side tools of one agent, by name.
+/// The server-side tools of one agent, by name. Cheap to clone: every run of the agent takes
+/// a registry of its own ([`ToolRegistry::for_run`]), and the map is shared until one changes.
 #[derive(Clone, Default)]
 pub struct ToolRegistry {
-    tools: BTreeMap<String, RegisteredTool>,
+    tools: Arc<BTreeMap<String, RegisteredTool>>,
     sources: Vec<Arc<dyn ToolSource>>,
 }
 
@@ -423,7 +424,7 @@ impl ToolRegistry {
     pub fn register(&mut self, tool: Arc<dyn Tool>) -> Result<(), ToolSetupError> {
         let registered = RegisteredTool::new(tool)?;
         let name = registered.tool.definition().name.clone();
-        self.tools.insert(name, registered);
+        Arc::make_mut(&mut self.tools).insert(name, registered);
         Ok(())
     }
 
@@ -446,7 +447,7 @@ impl ToolRegistry {
         }
         tools.extend(self.tools.iter().map(|(k, v)| (k.clone(), v.clone())));
         ToolRegistry {
-            tools,
+            tools: Arc::new(tools),
             sources: Vec::new(),
         }
     }
@@ -466,7 +467,9 @@ impl ToolRegistry {
     /// This registry without the tool named `name`.
     pub fn without(&self, name: &str) -> ToolRegistry {
         let mut registry = self.clone();
-        registry.tools.remove(name);
+        if registry.tools.contains_key(name) {
+            Arc::make_mut(&mut registry.tools).remove(name);
+        }
         registry
     }
 

@@ -20,7 +20,10 @@
 //! as frames mid-stream. async-openai is used only for its request types, so the body we send
 //! follows the official schema.
 
+mod anthropic;
 mod chunk;
+mod clients;
+mod decoder;
 mod error;
 mod offline;
 mod openai;
@@ -33,6 +36,7 @@ use futures_util::stream::BoxStream;
 
 use crate::settings::{LlmProvider, LlmSettings};
 
+pub use clients::ModelClients;
 pub use error::{LlmError, TimeoutPhase, UnreachableCause};
 
 /// Decodes the body of an OpenAI-compatible streaming reply (SSE `chat.completion.chunk`s, then
@@ -40,7 +44,7 @@ pub use error::{LlmError, TimeoutPhase, UnreachableCause};
 /// normalized tool-call indexes and the end-of-body rules. Public so that the parser's cost can
 /// be benchmarked (`benches/upstream.rs`) and an embedder reading a stream itself can reuse it.
 #[derive(Debug)]
-pub struct CompletionStreamDecoder(chunk::StreamDecoder);
+pub struct CompletionStreamDecoder(chunk::StreamDecoder<chunk::ChunkParser>);
 
 impl Default for CompletionStreamDecoder {
     fn default() -> Self {
@@ -79,6 +83,9 @@ pub enum ChatMessage {
     Assistant {
         content: Option<String>,
         tool_calls: Vec<ChatToolCall>,
+        /// The reasoning the model produced before this turn, sent back to providers that
+        /// need it (Anthropic's signed thinking blocks); empty for most turns.
+        reasoning: Vec<ChatReasoning>,
     },
     Tool {
         tool_call_id: String,
@@ -87,6 +94,15 @@ pub enum ChatMessage {
 }
 
 impl ChatMessage {
+    /// An assistant turn without reasoning.
+    pub fn assistant(content: Option<String>, tool_calls: Vec<ChatToolCall>) -> Self {
+        ChatMessage::Assistant {
+            content,
+            tool_calls,
+            reasoning: Vec::new(),
+        }
+    }
+
     /// A user message made of one text part.
     pub fn user_text(text: impl Into<String>) -> Self {
         ChatMessage::User {
@@ -103,6 +119,15 @@ pub enum UserPart {
     ImageUrl {
         url: String,
     },
+}
+
+/// One stretch of reasoning of an assistant turn: its text, and the opaque value its provider
+/// needs back to accept it again (the protocol's `encryptedValue`: a thinking block's
+/// signature, a Responses encrypted reasoning item). Without that value it is not sent back.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct ChatReasoning {
+    pub text: String,
+    pub encrypted: Option<String>,
 }
 
 /// A tool call the assistant made earlier in the conversation.
@@ -140,8 +165,12 @@ pub struct ChatRequest {
 #[derive(Debug, Clone, PartialEq)]
 pub enum LlmEvent {
     TextDelta(String),
-    /// `reasoning_content` (DeepSeek, vLLM) or `reasoning` (OpenRouter, Ollama) delta fields.
+    /// `reasoning_content` (DeepSeek, vLLM) or `reasoning` (OpenRouter, Ollama) delta fields;
+    /// Anthropic's thinking.
     ReasoningDelta(String),
+    /// The opaque value that ends a stretch of reasoning and must go back with it on a later
+    /// call (Anthropic's thinking signature, or a redacted thinking block's data).
+    ReasoningEncrypted(String),
     /// `index` is OUR normalized per-call sequence number within this completion (0,1,2...),
     /// `id`/`name` are Some only the first time a call is seen (even if the server repeats them in
     /// every chunk), `arguments` is the fragment (may be empty).
@@ -229,6 +258,15 @@ impl LlmClient {
                 settings,
                 openai::Flavor::Azure,
             )?)),
+            LlmProvider::Anthropic => Backend::Http(Arc::new(openai::HttpBackend::new(
+                settings,
+                openai::Flavor::Anthropic,
+            )?)),
+            LlmProvider::OpenaiResponses => {
+                return Err(LlmError::Config(
+                    "provider openai-responses is not available in this build".to_owned(),
+                ))
+            }
         };
         Ok(Self { backend })
     }
@@ -262,7 +300,7 @@ impl LlmClient {
         }
     }
 
-    /// Lowercase vendor id for usage reporting: `openai`, `azure` or `offline`.
+    /// Lowercase vendor id for usage reporting: `openai`, `azure`, `anthropic` or `offline`.
     pub fn provider_id(&self) -> &'static str {
         match &self.backend {
             Backend::Offline => "offline",

@@ -29,10 +29,12 @@ macro_rules! for_each_store {
 }
 
 mod fake_llm;
+mod fake_messages;
 mod helpers;
 mod redis_server;
 mod verify;
 
+mod anthropic;
 mod approvals;
 mod auth;
 mod bad_input;

@@ -2,16 +2,22 @@
 //!
 //! This module owns the provider-neutral chat types the agent speaks ([`ChatMessage`],
 //! [`ChatRequest`], [`LlmEvent`]), the error type with its stable RUN_ERROR codes ([`LlmError`]),
-//! and [`LlmClient`], which turns a request into a stream of events from one of three backends:
-//! an OpenAI-compatible server, Azure OpenAI, or the built-in offline model. It is the only
-//! module in the crate that names `async_openai` types, so a change of that crate stays here.
+//! and [`LlmClient`], which turns a request into a stream of events from one of its backends:
+//! an OpenAI-compatible server, Azure OpenAI, Anthropic's Messages API, or the built-in offline
+//! model; [`ModelClients`] holds one client per model profile. It is the only module in the
+//! crate that names `async_openai` types, so a change of that crate stays here.
 //!
 //! Layout:
-//! - `openai.rs`: the HTTP backend (request body, headers, retries, timeouts);
+//! - `openai.rs`: the HTTP backend (request body, headers, retries, timeouts), for every
+//!   provider;
 //! - `sse.rs`: an incremental server-sent-events decoder over raw body bytes (public: the
 //!   terminal client reads AG-UI streams with the same decoder);
+//! - `decoder.rs`: bytes of a streaming body to events, with the end-of-body rules every
+//!   dialect shares;
 //! - `chunk.rs`: tolerant parsing of streamed chat-completion chunks into [`LlmEvent`]s,
 //!   including the tool-call index normalization real servers need;
+//! - `anthropic.rs`: the Messages request body and history rules, and its events;
+//! - `clients.rs`: the client of each model profile;
 //! - `offline.rs`: the deterministic offline model used when no API key is configured;
 //! - `error.rs`: [`LlmError`] and the redaction helpers that keep secrets out of messages.
 //!

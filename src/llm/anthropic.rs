@@ -216,7 +216,10 @@ fn image_block(url: &str) -> Value {
 /// A thinking block as the model streamed it; reasoning without a signature (from another
 /// provider, or a client that dropped it) cannot be sent back and is left out.
 fn thinking_block(reasoning: &ChatReasoning) -> Option<Value> {
-    let signature = reasoning.encrypted.as_deref()?;
+    let signature = reasoning
+        .encrypted
+        .as_deref()
+        .filter(|value| !value.starts_with(super::responses::SEALED_PREFIX))?;
     Some(match signature.strip_prefix(REDACTED_PREFIX) {
         Some(data) => json!({"type": "redacted_thinking", "data": data}),
         None => json!({"type": "thinking", "thinking": reasoning.text, "signature": signature}),

@@ -17,6 +17,7 @@
 //! - `chunk.rs`: tolerant parsing of streamed chat-completion chunks into [`LlmEvent`]s,
 //!   including the tool-call index normalization real servers need;
 //! - `anthropic.rs`: the Messages request body and history rules, and its events;
+//! - `responses.rs`: the Responses request body (stateless) and its events;
 //! - `clients.rs`: the client of each model profile;
 //! - `offline.rs`: the deterministic offline model used when no API key is configured;
 //! - `error.rs`: [`LlmError`] and the redaction helpers that keep secrets out of messages.
@@ -33,6 +34,7 @@ mod decoder;
 mod error;
 mod offline;
 mod openai;
+mod responses;
 pub mod sse;
 
 use std::fmt;
@@ -175,7 +177,8 @@ pub enum LlmEvent {
     /// Anthropic's thinking.
     ReasoningDelta(String),
     /// The opaque value that ends a stretch of reasoning and must go back with it on a later
-    /// call (Anthropic's thinking signature, or a redacted thinking block's data).
+    /// call (Anthropic's thinking signature, a redacted thinking block's data, a Responses
+    /// reasoning item's encrypted content).
     ReasoningEncrypted(String),
     /// `index` is OUR normalized per-call sequence number within this completion (0,1,2...),
     /// `id`/`name` are Some only the first time a call is seen (even if the server repeats them in
@@ -254,26 +257,19 @@ impl LlmClient {
     /// Builds the client for `settings.effective_provider()`. Fails with
     /// [`LlmError::Config`] (code `upstream_config`) on a bad base URL, header or TLS setup.
     pub fn new(settings: &LlmSettings) -> Result<Self, LlmError> {
-        let backend = match settings.effective_provider() {
-            LlmProvider::Offline => Backend::Offline,
-            // `effective_provider` never returns `Auto`; treating it as OpenAI keeps this total.
-            LlmProvider::Auto | LlmProvider::Openai => Backend::Http(Arc::new(
-                openai::HttpBackend::new(settings, openai::Flavor::OpenAi)?,
-            )),
-            LlmProvider::Azure => Backend::Http(Arc::new(openai::HttpBackend::new(
-                settings,
-                openai::Flavor::Azure,
-            )?)),
-            LlmProvider::Anthropic => Backend::Http(Arc::new(openai::HttpBackend::new(
-                settings,
-                openai::Flavor::Anthropic,
-            )?)),
-            LlmProvider::OpenaiResponses => {
-                return Err(LlmError::Config(
-                    "provider openai-responses is not available in this build".to_owned(),
-                ))
+        let flavor = match settings.effective_provider() {
+            LlmProvider::Offline => {
+                return Ok(Self {
+                    backend: Backend::Offline,
+                })
             }
+            // `effective_provider` never returns `Auto`; treating it as OpenAI keeps this total.
+            LlmProvider::Auto | LlmProvider::Openai => openai::Flavor::OpenAi,
+            LlmProvider::Azure => openai::Flavor::Azure,
+            LlmProvider::Anthropic => openai::Flavor::Anthropic,
+            LlmProvider::OpenaiResponses => openai::Flavor::Responses,
         };
+        let backend = Backend::Http(Arc::new(openai::HttpBackend::new(settings, flavor)?));
         Ok(Self { backend })
     }
 
@@ -386,6 +382,32 @@ mod tests {
             client.describe(),
             "azure-openai https://myres.openai.azure.com deployment gpt4o-prod (api-version 2024-10-21)"
         );
+    }
+
+    #[test]
+    fn messages_and_responses_clients_default_to_their_vendors_urls() {
+        for (provider, id, described) in [
+            (
+                LlmProvider::Anthropic,
+                "anthropic",
+                "anthropic-messages https://api.anthropic.com/v1 model m",
+            ),
+            (
+                LlmProvider::OpenaiResponses,
+                "openai",
+                "openai-responses https://api.openai.com/v1 model m",
+            ),
+        ] {
+            let mut s = settings();
+            s.provider = provider;
+            s.api_key = "sk-secret-key".into();
+            s.model = "m".into();
+            let client = LlmClient::new(&s).expect("client");
+            assert_eq!(client.provider_id(), id);
+            assert_eq!(client.default_model(), "m");
+            assert_eq!(client.describe(), described);
+            assert!(!format!("{client:?}").contains("secret"));
+        }
     }
 
     #[test]

@@ -1,6 +1,7 @@
-//! The HTTP backend: any OpenAI-compatible chat-completions server, Azure OpenAI, and
-//! Anthropic's Messages API (its body and events are `llm::anthropic`'s; the sending, retries,
-//! timeouts and fault codes are the same for every provider).
+//! The HTTP backend: any OpenAI-compatible chat-completions server, Azure OpenAI, Anthropic's
+//! Messages API and OpenAI's Responses API (their bodies and events are `llm::anthropic`'s and
+//! `llm::responses`'; the sending, retries, timeouts and fault codes are the same for every
+//! provider).
 //!
 //! It builds the request body with async-openai's request types, sends it with one shared
 //! client (see `transport`), retries what is safe to retry before anything was streamed, and
@@ -50,6 +51,7 @@ pub(crate) enum Flavor {
     OpenAi,
     Azure,
     Anthropic,
+    Responses,
 }
 
 pub(crate) struct HttpBackend {
@@ -68,6 +70,8 @@ pub(crate) struct HttpBackend {
     azure_api_version: String,
     /// The Messages API's options (flavor `Anthropic` only).
     anthropic: crate::llm::anthropic::MessagesOptions,
+    /// The Responses API's options (flavor `Responses` only).
+    responses: crate::llm::responses::ResponsesOptions,
     temperature: Option<f32>,
     max_tokens: Option<u32>,
     stream_usage: bool,
@@ -110,7 +114,7 @@ fn base_url(settings: &LlmSettings, flavor: Flavor) -> Result<Url, LlmError> {
     let base = settings.base_url.trim();
     let base = match (base.is_empty(), flavor) {
         (false, _) => base,
-        (true, Flavor::OpenAi) => DEFAULT_BASE_URL,
+        (true, Flavor::OpenAi | Flavor::Responses) => DEFAULT_BASE_URL,
         (true, Flavor::Anthropic) => ANTHROPIC_BASE_URL,
         (true, Flavor::Azure) => {
             return Err(LlmError::Config(
@@ -142,6 +146,7 @@ fn endpoint_url(
     let endpoint = match flavor {
         Flavor::OpenAi => Some("/chat/completions"),
         Flavor::Anthropic => Some("/messages"),
+        Flavor::Responses => Some("/responses"),
         Flavor::Azure => None,
     };
     if endpoint.is_some_and(|end| base_url.path().trim_end_matches('/').ends_with(end)) {
@@ -159,6 +164,9 @@ fn endpoint_url(
             }
             Flavor::Anthropic => {
                 segments.push("messages");
+            }
+            Flavor::Responses => {
+                segments.push("responses");
             }
             // `extend` percent-encodes the deployment name as one path segment.
             Flavor::Azure => {
@@ -197,12 +205,13 @@ impl HttpBackend {
             url,
             headers,
             default_model: match flavor {
-                Flavor::OpenAi | Flavor::Anthropic => settings.model.clone(),
+                Flavor::OpenAi | Flavor::Anthropic | Flavor::Responses => settings.model.clone(),
                 Flavor::Azure => deployment.to_owned(),
             },
             azure_deployment: deployment.to_owned(),
             azure_api_version: settings.azure_api_version.trim().to_owned(),
             anthropic: crate::llm::anthropic::MessagesOptions::from_settings(settings),
+            responses: crate::llm::responses::ResponsesOptions::from_settings(settings),
             temperature: settings.temperature,
             max_tokens: settings.max_tokens,
             stream_usage: settings.stream_usage,
@@ -228,12 +237,16 @@ impl HttpBackend {
                 "anthropic-messages {} model {}",
                 self.display_base, self.default_model
             ),
+            Flavor::Responses => format!(
+                "openai-responses {} model {}",
+                self.display_base, self.default_model
+            ),
         }
     }
 
     pub(crate) fn provider_id(&self) -> &'static str {
         match self.flavor {
-            Flavor::OpenAi => "openai",
+            Flavor::OpenAi | Flavor::Responses => "openai",
             Flavor::Azure => "azure",
             Flavor::Anthropic => "anthropic",
         }
@@ -255,13 +268,24 @@ impl HttpBackend {
 
     /// The JSON body of a streaming chat-completions request.
     pub(crate) fn request_body(&self, request: &ChatRequest) -> Result<Vec<u8>, LlmError> {
-        if self.flavor == Flavor::Anthropic {
-            let body = self.anthropic.request_body(
-                request,
-                self.model_for(request),
-                self.temperature,
-                self.max_tokens,
-            );
+        let (model, temperature, max_tokens) =
+            (self.model_for(request), self.temperature, self.max_tokens);
+        let own_body = match self.flavor {
+            Flavor::Anthropic => {
+                Some(
+                    self.anthropic
+                        .request_body(request, model, temperature, max_tokens),
+                )
+            }
+            Flavor::Responses => {
+                Some(
+                    self.responses
+                        .request_body(request, model, temperature, max_tokens),
+                )
+            }
+            Flavor::OpenAi | Flavor::Azure => None,
+        };
+        if let Some(body) = own_body {
             return serde_json::to_vec(&body)
                 .map_err(|e| LlmError::Config(format!("could not serialize the request: {e}")));
         }
@@ -345,6 +369,7 @@ impl HttpBackend {
     fn dialect(&self, json: bool) -> body::Dialect {
         match (self.flavor, json) {
             (Flavor::Anthropic, _) => body::Dialect::Messages,
+            (Flavor::Responses, _) => body::Dialect::Responses,
             (_, true) => body::Dialect::ChatJson,
             (_, false) => body::Dialect::Chat,
         }
@@ -532,7 +557,7 @@ fn build_headers(settings: &LlmSettings, flavor: Flavor) -> Result<HeaderMap, Ll
     let key = settings.api_key.trim();
     if !key.is_empty() {
         let (name, value) = match flavor {
-            Flavor::OpenAi => (AUTHORIZATION, format!("Bearer {key}")),
+            Flavor::OpenAi | Flavor::Responses => (AUTHORIZATION, format!("Bearer {key}")),
             Flavor::Azure => (HeaderName::from_static("api-key"), key.to_owned()),
             Flavor::Anthropic => (HeaderName::from_static("x-api-key"), key.to_owned()),
         };

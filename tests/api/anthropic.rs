@@ -30,20 +30,25 @@ pub(crate) fn anthropic_profile(settings: &Settings) -> ModelProfile {
     }
 }
 
+/// Adds `profile` as `name` and puts the default agent on it.
+pub(crate) fn use_profile(settings: &mut Settings, name: &str, profile: ModelProfile) {
+    settings.models.insert(name.into(), profile);
+    let agent = settings.default_agent.clone();
+    settings.agents.get_mut(&agent).unwrap().profile = Some(name.into());
+}
+
 /// Puts the default agent on the Anthropic profile, changed by `profile`.
 fn on_anthropic(settings: &mut Settings, profile: impl FnOnce(&mut ModelProfile)) {
     let mut claude = anthropic_profile(settings);
     profile(&mut claude);
-    settings.models.insert(PROFILE.into(), claude);
-    let name = settings.default_agent.clone();
-    settings.agents.get_mut(&name).unwrap().profile = Some(PROFILE.into());
+    use_profile(settings, PROFILE, claude);
 }
 
 async fn anthropic_app(profile: impl FnOnce(&mut ModelProfile)) -> TestApp {
     spawn_app(|settings| on_anthropic(settings, profile)).await
 }
 
-fn weather_call(id: &str, city: &str) -> (String, String, String) {
+pub(crate) fn weather_call(id: &str, city: &str) -> (String, String, String) {
     (
         id.to_owned(),
         "get_weather".to_owned(),
@@ -215,9 +220,9 @@ async fn a_client_tool_call_ends_the_run_and_its_result_goes_back_on_the_next() 
 }
 
 /// The recipe the predictive-state tests write, and its rule.
-const RECIPE: &str = r#"{"recipe": {"title": "Lettuce wraps", "ingredients": [{"name": "chicken", "amount": "2"}, {"name": "lettuce", "amount": "8 leaves"}], "steps": ["Slice.", "Sear.", "Wrap."]}}"#;
+pub(crate) const RECIPE: &str = r#"{"recipe": {"title": "Lettuce wraps", "ingredients": [{"name": "chicken", "amount": "2"}, {"name": "lettuce", "amount": "8 leaves"}], "steps": ["Slice.", "Sear.", "Wrap."]}}"#;
 
-fn predict_recipe(settings: &mut Settings) {
+pub(crate) fn predict_recipe(settings: &mut Settings) {
     let agent = settings.agents.get_mut("assistant").unwrap();
     agent.predict_state.insert(
         "recipe".into(),
@@ -231,7 +236,7 @@ fn predict_recipe(settings: &mut Settings) {
         .push(static_tool("update_recipe", json!({"status": "saved"})));
 }
 
-fn state_events(events: &[Value]) -> Vec<Value> {
+pub(crate) fn state_events(events: &[Value]) -> Vec<Value> {
     events
         .iter()
         .filter(|e| matches!(e["type"].as_str(), Some("STATE_DELTA" | "STATE_SNAPSHOT")))
@@ -396,7 +401,7 @@ async fn an_approval_holds_the_call_and_the_next_run_carries_it_out() {
 
 /// The run's terminal event, checked to be a `RUN_ERROR` with `code`.
 #[track_caller]
-fn assert_run_error(events: &[Value], code: &str) {
+pub(crate) fn assert_run_error(events: &[Value], code: &str) {
     assert_well_formed(events);
     let error = last(events);
     assert_eq!(error["type"], "RUN_ERROR", "{:?}", types(events));

@@ -1,8 +1,9 @@
 //! A fake OpenAI-compatible upstream, served by a small axum app inside the test process.
 //!
 //! Every request to `POST /v1/chat/completions` (or the Azure path
-//! `POST /openai/deployments/{deployment}/chat/completions`, or Anthropic's `POST /v1/messages`,
-//! whose events `fake_messages` builds) is recorded and answered with the
+//! `POST /openai/deployments/{deployment}/chat/completions`, or Anthropic's `POST /v1/messages`
+//! and OpenAI's `POST /v1/responses`, whose events `fake_messages` and `fake_responses` build) is
+//! recorded and answered with the
 //! next scripted [`Reply`] from a FIFO queue. An empty queue answers HTTP 500 "no scripted reply",
 //! so a run that makes an unexpected extra model call fails loudly instead of hanging.
 //!
@@ -102,6 +103,7 @@ impl FakeLlm {
         let router = Router::new()
             .route("/v1/chat/completions", post(chat_completions))
             .route("/v1/messages", post(chat_completions))
+            .route("/v1/responses", post(chat_completions))
             .route(
                 "/openai/deployments/{deployment}/chat/completions",
                 post(chat_completions),

@@ -30,6 +30,7 @@ macro_rules! for_each_store {
 
 mod fake_llm;
 mod fake_messages;
+mod fake_responses;
 mod helpers;
 mod redis_server;
 mod verify;
@@ -64,6 +65,7 @@ mod probes;
 mod protocol_versions;
 mod quotas;
 mod request_boundary;
+mod responses;
 mod resumable;
 mod resumable_redis;
 mod run_ids;

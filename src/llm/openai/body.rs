@@ -16,6 +16,7 @@ use super::{TimedOut, JSON_BODY_LIMIT};
 use crate::llm::anthropic::MessagesParser;
 use crate::llm::chunk::{ChunkParser, EventParser, Flow, StreamDecoder};
 use crate::llm::error::{LlmError, Redactor, TimeoutPhase};
+use crate::llm::responses::ResponsesParser;
 use crate::llm::sse::SseEvent;
 use crate::llm::LlmEvent;
 
@@ -50,6 +51,8 @@ pub(crate) enum Dialect {
     ChatJson,
     /// Anthropic Messages events.
     Messages,
+    /// OpenAI Responses events.
+    Responses,
 }
 
 /// The streaming parsers, one enum so a body reader is one type whatever the provider.
@@ -57,6 +60,7 @@ pub(crate) enum Dialect {
 pub(crate) enum SseParser {
     Chat(ChunkParser),
     Messages(MessagesParser),
+    Responses(ResponsesParser),
 }
 
 impl EventParser for SseParser {
@@ -64,6 +68,7 @@ impl EventParser for SseParser {
         match self {
             SseParser::Chat(parser) => parser.on_event(event, out),
             SseParser::Messages(parser) => parser.on_event(event, out),
+            SseParser::Responses(parser) => parser.on_event(event, out),
         }
     }
 
@@ -71,6 +76,7 @@ impl EventParser for SseParser {
         match self {
             SseParser::Chat(parser) => parser.saw_finish(),
             SseParser::Messages(parser) => parser.saw_finish(),
+            SseParser::Responses(parser) => parser.saw_finish(),
         }
     }
 
@@ -78,6 +84,7 @@ impl EventParser for SseParser {
         match self {
             SseParser::Chat(parser) => parser.on_done(out),
             SseParser::Messages(parser) => parser.on_done(out),
+            SseParser::Responses(parser) => parser.on_done(out),
         }
     }
 }
@@ -111,6 +118,9 @@ where
             ))),
             Dialect::Messages => BodyMode::Sse(StreamDecoder::with_parser(SseParser::Messages(
                 MessagesParser::new(redactor),
+            ))),
+            Dialect::Responses => BodyMode::Sse(StreamDecoder::with_parser(SseParser::Responses(
+                ResponsesParser::new(redactor),
             ))),
         };
         Self {

@@ -135,3 +135,42 @@ impl<P: EventParser> StreamDecoder<P> {
         out.push(Err(error));
     }
 }
+
+/// Test helpers shared by the dialects' parser tests.
+#[cfg(test)]
+pub(crate) mod testing {
+    use super::{EventParser, StreamDecoder};
+    use crate::llm::{LlmError, LlmEvent};
+
+    /// `body` decoded by `parser` in pieces of `piece` bytes, as a network delivers it, to
+    /// its end.
+    pub(crate) fn decode_in_pieces<P: EventParser>(
+        parser: P,
+        body: &str,
+        piece: usize,
+    ) -> Vec<Result<LlmEvent, LlmError>> {
+        let mut decoder = StreamDecoder::with_parser(parser);
+        let mut out = Vec::new();
+        for bytes in body.as_bytes().chunks(piece) {
+            decoder.feed(bytes, &mut out);
+        }
+        decoder.end_with(None, &mut out);
+        out
+    }
+
+    /// A tool-call delta as a parser yields it (an item of [`decode_in_pieces`]'s result).
+    #[allow(clippy::unnecessary_wraps)]
+    pub(crate) fn tool_delta(
+        index: usize,
+        id: Option<&str>,
+        name: Option<&str>,
+        arguments: &str,
+    ) -> Result<LlmEvent, LlmError> {
+        Ok(LlmEvent::ToolCallDelta {
+            index,
+            id: id.map(str::to_owned),
+            name: name.map(str::to_owned),
+            arguments: arguments.to_owned(),
+        })
+    }
+}

@@ -333,6 +333,7 @@ impl HttpBackend {
     async fn open(&self, request: &ChatRequest) -> Result<Box<BodyReader<Body>>, LlmError> {
         let body = Bytes::from(self.request_body(request)?);
         tracing::debug!(
+            provider = self.provider_id(),
             url = %self.log_url,
             model = %self.model_for(request),
             messages = request.messages.len(),
@@ -441,6 +442,7 @@ impl HttpBackend {
         let retry_after = retry_after(&response.headers);
         let body = self.read_error_body(response).await;
         tracing::warn!(
+            provider = self.provider_id(),
             url = %self.log_url,
             status = status.as_u16(),
             body = %self.redactor.log_prefix(&body, ERROR_LOG_CHARS),

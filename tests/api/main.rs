@@ -63,6 +63,7 @@ mod predicted_state_confirmation;
 mod predictive_state;
 mod probes;
 mod protocol_versions;
+mod providers;
 mod quotas;
 mod request_boundary;
 mod responses;

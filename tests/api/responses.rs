@@ -6,40 +6,44 @@
 use agui_host::settings::{LlmProvider, ModelProfile, Settings};
 use serde_json::{json, Value};
 
-use crate::anthropic::{
-    assert_run_error, predict_recipe, state_events, use_profile, weather_call, RECIPE,
-};
-use crate::approvals::{
-    client_history, interrupt_id, resolved, resume_input, the_text, transfer_tool, with_tools,
-    ToolService, TRANSFER_ARGS,
-};
+use crate::approvals::the_text;
 use crate::fake_llm::Reply;
 use crate::fake_responses::{self as responses, Script};
 use crate::helpers::*;
+use crate::providers::{self, assert_run_error, next_run_with_reasoning, weather_call, Provider};
 use crate::verify::{assert_0x_compatible, assert_well_formed};
 
-const PROFILE: &str = "reasoner";
-
-/// A Responses profile on the fake upstream, retries off.
 fn responses_profile(settings: &Settings) -> ModelProfile {
-    ModelProfile {
-        provider: Some(LlmProvider::OpenaiResponses),
-        base_url: settings.llm.base_url.clone(),
-        api_key: API_KEY.into(),
-        model: responses::MODEL.into(),
-        max_retries: Some(0),
-        ..ModelProfile::default()
-    }
+    providers::profile_on_fake(settings, LlmProvider::OpenaiResponses, responses::MODEL)
 }
 
-fn on_responses(settings: &mut Settings, profile: impl FnOnce(&mut ModelProfile)) {
-    let mut reasoner = responses_profile(settings);
-    profile(&mut reasoner);
-    use_profile(settings, PROFILE, reasoner);
-}
+const RESPONSES: Provider = Provider {
+    profile_name: "reasoner",
+    profile: responses_profile,
+    text_reply: responses::text_reply,
+    tool_calls: responses::tool_calls,
+};
 
 async fn responses_app(profile: impl FnOnce(&mut ModelProfile)) -> TestApp {
-    spawn_app(|settings| on_responses(settings, profile)).await
+    RESPONSES.app(profile).await
+}
+
+/// The input items of an upstream request.
+fn items(body: &Value) -> Vec<Value> {
+    body["input"].as_array().cloned().unwrap_or_default()
+}
+
+/// The item after the function call `call_id`, checked to be that call.
+fn call_and_output(body: &Value, call_id: &str) -> (Value, Value) {
+    let items = items(body);
+    let at = items
+        .iter()
+        .position(|i| i["type"] == "function_call" && i["call_id"] == call_id)
+        .unwrap_or_else(|| panic!("no function_call {call_id} in {body}"));
+    (
+        items[at].clone(),
+        items.get(at + 1).cloned().unwrap_or_default(),
+    )
 }
 
 #[tokio::test]
@@ -78,32 +82,8 @@ async fn a_text_reply_streams_from_a_stateless_responses_request() {
 
 #[tokio::test]
 async fn parallel_server_tools_run_and_their_outputs_follow_the_calls() {
-    let app = responses_app(|_| {}).await;
-    let (paris, rome) = (
-        weather_call("call_1", "Paris"),
-        weather_call("call_2", "Rome"),
-    );
-    app.fake.push(Reply::Sse(responses::tool_calls(&[
-        (&paris.0, &paris.1, &paris.2),
-        (&rome.0, &rome.1, &rome.2),
-    ])));
-    app.fake
-        .push(Reply::Sse(responses::text_reply(&["Sunny in both."])));
-
-    let events = app
-        .run_events("/", &input(vec![user("Paris and Rome?")]))
-        .await;
-
-    assert_well_formed(&events);
-    let args = tool_args(&events);
-    assert_eq!(args["call_1"], paris.2);
-    assert_eq!(args["call_2"], rome.2);
-    assert_eq!(of_type(&events, "TOOL_CALL_RESULT").len(), 2);
-    assert_eq!(the_text(&events), "Sunny in both.");
-    let input = app.upstream_bodies()[1]["input"]
-        .as_array()
-        .unwrap()
-        .clone();
+    let app = providers::parallel_server_tools(&RESPONSES, "call_").await;
+    let input = items(&app.upstream_bodies()[1]);
     let kinds: Vec<&str> = input.iter().map(|i| i["type"].as_str().unwrap()).collect();
     assert_eq!(
         kinds,
@@ -117,7 +97,10 @@ async fn parallel_server_tools_run_and_their_outputs_follow_the_calls() {
         ]
     );
     assert_eq!(input[2]["call_id"], "call_1");
-    assert_eq!(input[2]["arguments"], paris.2.as_str());
+    assert_eq!(
+        input[2]["arguments"],
+        weather_call("call_1", "Paris").2.as_str()
+    );
     assert_eq!(input[4]["call_id"], "call_1");
     assert_eq!(
         serde_json::from_str::<Value>(input[4]["output"].as_str().unwrap()).unwrap(),
@@ -127,64 +110,18 @@ async fn parallel_server_tools_run_and_their_outputs_follow_the_calls() {
 
 #[tokio::test]
 async fn a_client_tool_call_ends_the_run_and_its_output_goes_back_on_the_next() {
-    let app = responses_app(|_| {}).await;
-    let arguments = r#"{"background":"navy"}"#;
-    app.fake.push(Reply::Sse(responses::tool_calls(&[(
-        "call_c",
-        "change_background",
-        arguments,
-    )])));
-    let mut body = input(vec![user("Navy, please.")]);
-    body["tools"] = json!([client_tool("change_background")]);
-    let events = app.run_events("/", &body).await;
-    assert_well_formed(&events);
-    assert_eq!(tool_args(&events)["call_c"], arguments);
-    assert_eq!(app.upstream_bodies().len(), 1);
-
-    app.fake.push(Reply::Sse(responses::text_reply(&["Done."])));
-    let mut history = client_history(&[user("Navy, please.")], &events);
-    history.push(tool_result("call_c", "changed"));
-    let mut next = input(history);
-    next["runId"] = json!("r2");
-    next["tools"] = json!([client_tool("change_background")]);
-    let events = app.run_events("/", &next).await;
-
-    assert_well_formed(&events);
-    assert_eq!(the_text(&events), "Done.");
-    let input = &app.upstream_bodies()[1]["input"];
-    let items = input.as_array().unwrap();
-    let call = items
-        .iter()
-        .position(|i| i["type"] == "function_call")
-        .unwrap();
-    assert_eq!(items[call]["call_id"], "call_c");
+    let app = providers::client_tool_over_two_runs(&RESPONSES, "call_c").await;
+    let (call, output) = call_and_output(&app.upstream_bodies()[1], "call_c");
+    assert_eq!(call["name"], "change_background");
     assert_eq!(
-        items[call + 1],
+        output,
         json!({"type": "function_call_output", "call_id": "call_c", "output": "changed"})
     );
 }
 
 #[tokio::test]
 async fn predictive_state_streams_the_same_deltas_as_over_chat_completions() {
-    let call = ("call_r", "update_recipe", RECIPE);
-    let chat = spawn_app(predict_recipe).await;
-    chat.fake.push_call_then_text(call, "Saved.");
-    let over_chat = chat.run_events("/", &input(vec![user("A recipe")])).await;
-
-    let app = spawn_app(|s| {
-        predict_recipe(s);
-        on_responses(s, |_| {});
-    })
-    .await;
-    app.fake.push(Reply::Sse(responses::tool_calls(&[call])));
-    app.fake
-        .push(Reply::Sse(responses::text_reply(&["Saved."])));
-    let over_responses = app.run_events("/", &input(vec![user("A recipe")])).await;
-
-    assert_well_formed(&over_responses);
-    let deltas = state_events(&over_responses);
-    assert!(deltas.len() > 3, "{deltas:?}");
-    assert_eq!(deltas, state_events(&over_chat));
+    providers::predictive_state_matches_chat(&RESPONSES).await;
 }
 
 #[tokio::test]
@@ -212,18 +149,8 @@ async fn reasoning_summaries_stream_and_the_encrypted_item_goes_back_within_and_
     let events = app.run_events("/", &input(vec![question.clone()])).await;
 
     assert_well_formed(&events);
-    let reasoning: String = of_type(&events, "REASONING_MESSAGE_CONTENT")
-        .iter()
-        .map(|e| e["delta"].as_str().unwrap())
-        .collect();
-    assert_eq!(reasoning, "Checking the weather.\n\nThen answering.");
-    let reasoning_id = the(&events, "REASONING_MESSAGE_START")["messageId"]
-        .as_str()
-        .unwrap()
-        .to_owned();
-    let sealed = the(&events, "REASONING_ENCRYPTED_VALUE");
-    assert_eq!(sealed["entityId"], reasoning_id.as_str());
-    let encrypted = sealed["encryptedValue"].as_str().unwrap().to_owned();
+    let kept = providers::sealed_reasoning(&events);
+    assert_eq!(kept["content"], "Checking the weather.\n\nThen answering.");
 
     let bodies = app.upstream_bodies();
     assert_eq!(
@@ -232,12 +159,9 @@ async fn reasoning_summaries_stream_and_the_encrypted_item_goes_back_within_and_
     );
     assert_eq!(bodies[0]["include"], json!(["reasoning.encrypted_content"]));
     let sent_back = |body: &Value| {
-        body["input"]
-            .as_array()
-            .unwrap()
-            .iter()
+        items(body)
+            .into_iter()
             .find(|i| i["type"] == "reasoning")
-            .cloned()
             .unwrap_or_else(|| panic!("no reasoning item in {body}"))
     };
     let item = sent_back(&bodies[1]);
@@ -247,15 +171,9 @@ async fn reasoning_summaries_stream_and_the_encrypted_item_goes_back_within_and_
     // The next run: the client's reasoning message, with its encrypted value.
     app.fake
         .push(Reply::Sse(responses::text_reply(&["Still cold."])));
-    let mut history = vec![
-        question,
-        json!({"id": reasoning_id, "role": "reasoning", "content": reasoning, "encryptedValue": encrypted}),
-    ];
-    history.extend(client_history(&[], &events));
-    history.push(user("And tomorrow?"));
-    let mut next = input(history);
-    next["runId"] = json!("r2");
-    let events = app.run_events("/", &next).await;
+    let events = app
+        .run_events("/", &next_run_with_reasoning(question, &events))
+        .await;
 
     assert_well_formed(&events);
     let item = sent_back(&app.upstream_bodies()[2]);
@@ -280,50 +198,11 @@ async fn reasoning_reaches_a_0x_client_in_shapes_it_accepts() {
 
 #[tokio::test]
 async fn an_approval_holds_the_call_and_the_next_run_carries_it_out() {
-    let service = ToolService::start().await;
-    let tools = vec![transfer_tool(&service, false)];
-    let app = spawn_app(|settings| {
-        with_tools(settings, tools);
-        on_responses(settings, |_| {});
-    })
-    .await;
-    app.fake.push(Reply::Sse(responses::tool_calls(&[(
-        "call_t",
-        "transfer_money",
-        TRANSFER_ARGS,
-    )])));
-    let question = user("Send 250 to Bob.");
-    let events = app.run_events("/", &input(vec![question.clone()])).await;
-    assert_well_formed(&events);
-    assert!(service.calls_of("transfer_money").is_empty());
-    let id = interrupt_id(&events, "call_t");
-
-    app.fake.push(Reply::Sse(responses::text_reply(&["Sent."])));
-    let history = client_history(&[question], &events);
-    let events = app
-        .run_events(
-            "/",
-            &resume_input(history, json!([resolved(&id, json!({"approved": true}))])),
-        )
-        .await;
-
-    assert_well_formed(&events);
-    assert_eq!(the_text(&events), "Sent.");
-    assert_eq!(
-        service.calls_of("transfer_money"),
-        [serde_json::from_str::<Value>(TRANSFER_ARGS).unwrap()]
-    );
-    let input = app.upstream_bodies()[1]["input"]
-        .as_array()
-        .unwrap()
-        .clone();
-    let call = input
-        .iter()
-        .position(|i| i["type"] == "function_call")
-        .unwrap();
-    assert_eq!(input[call]["call_id"], "call_t");
-    assert_eq!(input[call + 1]["type"], "function_call_output");
-    assert_eq!(input.len(), call + 2);
+    let app = providers::approval_over_two_runs(&RESPONSES, "call_t").await;
+    let body = &app.upstream_bodies()[1];
+    let (_, output) = call_and_output(body, "call_t");
+    assert_eq!(output["type"], "function_call_output");
+    assert_eq!(items(body).last(), Some(&output), "{body}");
 }
 
 #[tokio::test]

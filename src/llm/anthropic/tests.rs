@@ -3,7 +3,7 @@
 use serde_json::json;
 
 use super::*;
-use crate::llm::decoder::StreamDecoder;
+use crate::llm::decoder::testing::{decode_in_pieces, tool_delta};
 use crate::llm::error::Redactor;
 use crate::llm::{ChatToolCall, FinishReason, LlmError, LlmEvent, Usage};
 
@@ -169,14 +169,7 @@ fn frame(event: &str, data: &serde_json::Value) -> String {
 }
 
 fn decode(body: &str) -> Vec<Result<LlmEvent, LlmError>> {
-    let mut decoder = StreamDecoder::with_parser(MessagesParser::new(Redactor::default()));
-    let mut out = Vec::new();
-    // In small pieces, as a network delivers it.
-    for piece in body.as_bytes().chunks(7) {
-        decoder.feed(piece, &mut out);
-    }
-    decoder.end_with(None, &mut out);
-    out
+    decode_in_pieces(MessagesParser::new(Redactor::default()), body, 7)
 }
 
 fn start() -> String {
@@ -244,25 +237,17 @@ fn thinking_text_and_parallel_tool_use_become_the_chat_events() {
     ] {
         body.push_str(&frame(event, &data));
     }
-    let tool = |index, id: Option<&str>, name: Option<&str>, arguments: &str| {
-        Ok(LlmEvent::ToolCallDelta {
-            index,
-            id: id.map(str::to_owned),
-            name: name.map(str::to_owned),
-            arguments: arguments.to_owned(),
-        })
-    };
     assert_eq!(
         decode(&body),
         vec![
             Ok(LlmEvent::ReasoningDelta("Hmm.".into())),
             Ok(LlmEvent::ReasoningEncrypted("sig".into())),
             Ok(LlmEvent::TextDelta("Hi".into())),
-            tool(0, Some("toolu_a"), Some("f"), ""),
-            tool(1, Some("toolu_b"), Some("g"), ""),
-            tool(1, None, None, "{\"b\":"),
-            tool(0, None, None, "{}"),
-            tool(1, None, None, "1}"),
+            tool_delta(0, Some("toolu_a"), Some("f"), ""),
+            tool_delta(1, Some("toolu_b"), Some("g"), ""),
+            tool_delta(1, None, None, "{\"b\":"),
+            tool_delta(0, None, None, "{}"),
+            tool_delta(1, None, None, "1}"),
             Ok(LlmEvent::Finished {
                 reason: FinishReason::ToolCalls
             }),

@@ -3,7 +3,7 @@
 use serde_json::json;
 
 use super::*;
-use crate::llm::decoder::StreamDecoder;
+use crate::llm::decoder::testing::{decode_in_pieces, tool_delta};
 use crate::llm::error::Redactor;
 use crate::llm::{ChatToolCall, FinishReason, LlmError, LlmEvent, Usage};
 
@@ -111,13 +111,7 @@ fn frame(data: &Value) -> String {
 }
 
 fn decode(body: &str) -> Vec<Result<LlmEvent, LlmError>> {
-    let mut decoder = StreamDecoder::with_parser(ResponsesParser::new(Redactor::default()));
-    let mut out = Vec::new();
-    for piece in body.as_bytes().chunks(5) {
-        decoder.feed(piece, &mut out);
-    }
-    decoder.end_with(None, &mut out);
-    out
+    decode_in_pieces(ResponsesParser::new(Redactor::default()), body, 5)
 }
 
 #[test]
@@ -142,14 +136,6 @@ fn summaries_text_and_parallel_calls_become_the_chat_events() {
     .iter()
     .map(frame)
     .collect();
-    let tool = |index, id: Option<&str>, name: Option<&str>, arguments: &str| {
-        Ok(LlmEvent::ToolCallDelta {
-            index,
-            id: id.map(str::to_owned),
-            name: name.map(str::to_owned),
-            arguments: arguments.to_owned(),
-        })
-    };
     assert_eq!(
         decode(&body),
         vec![
@@ -158,11 +144,11 @@ fn summaries_text_and_parallel_calls_become_the_chat_events() {
             Ok(LlmEvent::ReasoningDelta("Second.".into())),
             Ok(LlmEvent::ReasoningEncrypted(seal("rs_1", "gAAA"))),
             Ok(LlmEvent::TextDelta("Hi".into())),
-            tool(0, Some("call_a"), Some("f"), ""),
-            tool(1, Some("call_b"), Some("g"), ""),
-            tool(1, None, None, "{\"b\":"),
-            tool(0, None, None, "{}"),
-            tool(1, None, None, "1}"),
+            tool_delta(0, Some("call_a"), Some("f"), ""),
+            tool_delta(1, Some("call_b"), Some("g"), ""),
+            tool_delta(1, None, None, "{\"b\":"),
+            tool_delta(0, None, None, "{}"),
+            tool_delta(1, None, None, "1}"),
             Ok(LlmEvent::Finished {
                 reason: FinishReason::ToolCalls
             }),

@@ -49,8 +49,15 @@ impl MessagesOptions {
         temperature: Option<f32>,
         max_tokens: Option<u32>,
     ) -> Value {
-        let (system, messages) = wire_messages(&request.messages, self.thinking_budget_tokens > 0);
-        let thinking = self.thinking_budget_tokens;
+        // A tool loop whose last turn lost its signed thinking (a client that keeps no
+        // encrypted values, a turn another profile made) cannot continue with thinking on: the
+        // API refuses it. That call goes without thinking; the next turn thinks again.
+        let thinking = if unsigned_continuation(&request.messages) {
+            0
+        } else {
+            self.thinking_budget_tokens
+        };
+        let (system, messages) = wire_messages(&request.messages, thinking > 0);
         // The answer's budget comes on top of the thinking budget, which must be below it.
         let max_tokens = match max_tokens {
             Some(max) if max > thinking => max,
@@ -86,6 +93,26 @@ impl MessagesOptions {
             body.insert("temperature".into(), json!(temperature));
         }
         Value::Object(body)
+    }
+}
+
+/// Whether the history ends with an assistant tool-use turn (and only its results after it)
+/// that carries no signed thinking to send back.
+fn unsigned_continuation(history: &[ChatMessage]) -> bool {
+    let Some(last) = history
+        .iter()
+        .rev()
+        .find(|m| !matches!(m, ChatMessage::Tool { .. }))
+    else {
+        return false;
+    };
+    match last {
+        ChatMessage::Assistant {
+            tool_calls,
+            reasoning,
+            ..
+        } => !tool_calls.is_empty() && !reasoning.iter().any(|r| thinking_block(r).is_some()),
+        _ => false,
     }
 }
 

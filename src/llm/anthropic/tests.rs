@@ -157,6 +157,37 @@ fn signed_thinking_goes_back_only_while_thinking_is_on_and_images_are_sources() 
 }
 
 #[test]
+fn a_tool_loop_whose_turn_lost_its_thinking_continues_without_thinking() {
+    let unsigned = vec![
+        ChatMessage::user_text("weather?"),
+        ChatMessage::assistant(None, vec![call("c1")]),
+        ChatMessage::Tool {
+            tool_call_id: "c1".into(),
+            content: "sunny".into(),
+        },
+    ];
+    let body_unsigned = body(unsigned.clone(), 2048);
+    assert!(body_unsigned.get("thinking").is_none(), "{body_unsigned}");
+    assert_eq!(body_unsigned["temperature"], json!(0.2_f32));
+
+    let mut signed = unsigned.clone();
+    signed[1] = ChatMessage::Assistant {
+        content: None,
+        tool_calls: vec![call("c1")],
+        reasoning: vec![ChatReasoning {
+            text: "Hm.".into(),
+            encrypted: Some("sig".into()),
+        }],
+    };
+    assert!(body(signed, 2048).get("thinking").is_some());
+
+    // A new user turn after it thinks again.
+    let mut next = unsigned;
+    next.push(ChatMessage::user_text("and Rome?"));
+    assert!(body(next, 2048).get("thinking").is_some());
+}
+
+#[test]
 fn a_history_that_opens_with_the_assistant_gets_a_user_turn_first() {
     let body = body(vec![ChatMessage::assistant(Some("Hi!".into()), vec![])], 0);
     assert_eq!(body["messages"][0]["role"], "user");

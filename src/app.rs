@@ -15,7 +15,7 @@ pub use pipeline::approval_policies;
 
 use crate::agent::Agent;
 use crate::http::{self, AppState, Discovery, McpDown, McpReport, Metrics, Readiness};
-use crate::llm::{LlmClient, LlmError};
+use crate::llm::{LlmError, ModelClients};
 use crate::session::{Resumable, RunLimits, Sessions, Shutdown, StreamBufferLimits};
 use crate::settings::{Settings, SettingsError, MCP_TOOL_SEPARATOR};
 use crate::threads::{AgentTools, Threads};
@@ -305,16 +305,16 @@ fn assemble(
             .into());
         }
     }
-    let llm = LlmClient::new(&settings.llm)?;
-    let model = llm.describe();
-    let offline = llm.is_offline();
+    let clients = ModelClients::new(settings)?;
+    let model = clients.default.describe();
+    let offline = clients.default.is_offline();
     let mut agents: BTreeMap<String, Arc<dyn Agent>> = BTreeMap::new();
     for (name, agent_settings) in &settings.agents {
         let tools = extra_tools.get(name).map(Vec::as_slice).unwrap_or_default();
         let agent = pipeline::build(
             name,
             agent_settings,
-            llm.clone(),
+            clients.for_profile(agent_settings.profile.as_deref()),
             tools,
             mcp.sources_for(name),
             approval_keys,

@@ -25,6 +25,10 @@ pub use crate::protocol::InputLimits as InputLimitSettings;
 pub use agent::*;
 mod keys;
 pub use keys::UnknownKey;
+mod llm;
+pub use llm::{LlmProvider, LlmSettings};
+mod models;
+pub use models::{ModelProfile, DEFAULT_PROFILE};
 mod runs;
 mod threads;
 pub use runs::{OnDisconnect, RunSettings};
@@ -41,7 +45,11 @@ pub const DEMO_TOML: &str = include_str!("../config/demo.toml");
 #[derive(Debug, Clone, Deserialize)]
 pub struct Settings {
     pub server: ServerSettings,
+    /// The default model profile: agents that name no `profile` use it.
     pub llm: LlmSettings,
+    /// Named model profiles (`[models.<name>]`) an agent picks with `profile = "<name>"`.
+    #[serde(default)]
+    pub models: BTreeMap<String, ModelProfile>,
     pub telemetry: TelemetrySettings,
     #[serde(default)]
     pub security: SecuritySettings,
@@ -410,115 +418,6 @@ where
         .collect())
 }
 
-/// Which kind of model endpoint the service talks to.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum LlmProvider {
-    /// `openai` when an API key or base URL is configured, else `offline`.
-    Auto,
-    /// Any OpenAI-compatible chat-completions server (OpenAI, vLLM, Ollama, LM Studio, ...).
-    Openai,
-    /// Azure OpenAI: `base_url` is the resource endpoint, plus a deployment and an API version.
-    Azure,
-    /// The built-in deterministic offline model; needs no key and no network.
-    Offline,
-}
-
-/// The bounds of `llm.read_buffer_bytes` when it is set: the response head must fit in the
-/// buffer (OpenAI-compatible servers and the gateways in front of them send 1–3 KB), and more
-/// than a few megabytes per connection is not a buffer any more.
-const MIN_READ_BUFFER_BYTES: usize = 4096;
-const MAX_READ_BUFFER_BYTES: usize = 16 * 1024 * 1024;
-
-#[derive(Clone, Deserialize)]
-pub struct LlmSettings {
-    pub provider: LlmProvider,
-    /// Base URL including the version path, e.g. `https://api.openai.com/v1`
-    /// (for Azure: `https://<resource>.openai.azure.com`). Empty means the provider default.
-    pub base_url: String,
-    /// Secret; never printed (see the `Debug` impl). Empty means none.
-    pub api_key: String,
-    pub model: String,
-    pub azure_deployment: String,
-    pub azure_api_version: String,
-    /// Extra HTTP headers sent with every upstream request.
-    pub extra_headers: BTreeMap<String, String>,
-    pub connect_timeout_secs: u64,
-    /// Longest wait for the response headers of one upstream request.
-    pub first_byte_timeout_secs: u64,
-    /// Longest silence between two chunks of a streaming response.
-    pub idle_timeout_secs: u64,
-    /// Idle keep-alive connections kept per model server.
-    pub pool_max_idle_per_host: usize,
-    /// How long an idle keep-alive connection is kept; 0 closes it after each reply.
-    pub pool_idle_timeout_secs: u64,
-    /// The read buffer of each connection to a plain-HTTP model server, fixed at this many
-    /// bytes; 0 lets it grow with the reply, as the HTTPS client's does.
-    pub read_buffer_bytes: usize,
-    /// Retries of a request that failed before any byte arrived (429, 5xx, connect errors).
-    pub max_retries: u32,
-    /// Ask the server for a final usage chunk (`stream_options.include_usage`).
-    pub stream_usage: bool,
-    /// Text, reasoning and argument deltas of one message or call that arrive in one piece of
-    /// the body are handed on as one delta; `false` keeps one per model chunk.
-    pub merge_deltas: bool,
-    /// Optional sampling temperature; absent lets the server decide.
-    pub temperature: Option<f32>,
-    /// Optional cap on tokens per completion.
-    pub max_tokens: Option<u32>,
-}
-
-impl fmt::Debug for LlmSettings {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let redacted_headers: BTreeMap<&str, &str> = self
-            .extra_headers
-            .keys()
-            .map(|k| (k.as_str(), "[redacted]"))
-            .collect();
-        f.debug_struct("LlmSettings")
-            .field("provider", &self.provider)
-            // A base URL may carry a password or a key in its query.
-            .field("base_url", &crate::text::redact_url(&self.base_url))
-            .field(
-                "api_key",
-                &if self.api_key.is_empty() {
-                    ""
-                } else {
-                    "[redacted]"
-                },
-            )
-            .field("model", &self.model)
-            .field("azure_deployment", &self.azure_deployment)
-            .field("azure_api_version", &self.azure_api_version)
-            .field("extra_headers", &redacted_headers)
-            .field("connect_timeout_secs", &self.connect_timeout_secs)
-            .field("first_byte_timeout_secs", &self.first_byte_timeout_secs)
-            .field("idle_timeout_secs", &self.idle_timeout_secs)
-            .field("pool_max_idle_per_host", &self.pool_max_idle_per_host)
-            .field("pool_idle_timeout_secs", &self.pool_idle_timeout_secs)
-            .field("read_buffer_bytes", &self.read_buffer_bytes)
-            .field("max_retries", &self.max_retries)
-            .field("stream_usage", &self.stream_usage)
-            .field("merge_deltas", &self.merge_deltas)
-            .field("temperature", &self.temperature)
-            .field("max_tokens", &self.max_tokens)
-            .finish()
-    }
-}
-
-impl LlmSettings {
-    /// The provider actually used once `auto` is resolved.
-    pub fn effective_provider(&self) -> LlmProvider {
-        match self.provider {
-            LlmProvider::Auto if self.api_key.is_empty() && self.base_url.is_empty() => {
-                LlmProvider::Offline
-            }
-            LlmProvider::Auto => LlmProvider::Openai,
-            other => other,
-        }
-    }
-}
-
 /// Whether the service runs as a development instance or in production.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -691,6 +590,7 @@ impl Settings {
             builder = builder.set_override(*key, value.as_str())?;
         }
         let (mut settings, unknown) = keys::deserialize(&builder.build()?)?;
+        settings.read_model_keys(|variable| std::env::var(variable).ok())?;
         settings.add_demo_agents()?;
         settings.validate()?;
         Ok((settings, unknown))
@@ -711,23 +611,8 @@ impl Settings {
         }
         self.validate_approval_keys()?;
         self.validate_production_access()?;
-        let read_buffer = self.llm.read_buffer_bytes;
-        if read_buffer != 0
-            && !(MIN_READ_BUFFER_BYTES..=MAX_READ_BUFFER_BYTES).contains(&read_buffer)
-        {
-            return Err(SettingsError::Invalid(format!(
-                "llm.read_buffer_bytes must be 0 (a buffer that grows) or between \
-                 {MIN_READ_BUFFER_BYTES} and {MAX_READ_BUFFER_BYTES}, not {read_buffer}: the \
-                 model server's response head must fit in it"
-            )));
-        }
-        if self.llm.effective_provider() == LlmProvider::Azure
-            && (self.llm.base_url.is_empty() || self.llm.azure_deployment.is_empty())
-        {
-            return Err(SettingsError::Invalid(
-                "llm.provider = \"azure\" needs llm.base_url (the resource endpoint) and llm.azure_deployment".into(),
-            ));
-        }
+        self.llm.validate("llm")?;
+        models::validate_profiles(self)?;
         Ok(())
     }
 

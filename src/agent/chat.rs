@@ -428,11 +428,16 @@ impl RunState {
     /// Closes the turn, records it in the history, and starts its server tools.
     fn end_turn(&mut self, turn: Turn) -> Result<(), AgentError> {
         let parent_message_id = turn.message_id.clone();
-        let (content, calls) = turn.finish(&mut self.queue)?;
+        let TurnOutput {
+            text: content,
+            calls,
+            reasoning,
+        } = turn.finish(&mut self.queue)?;
         if content.is_none() && calls.is_empty() {
             return Ok(()); // phase stays Done: the model said all it had to say
         }
         self.history.push(ChatMessage::Assistant {
+            reasoning,
             content,
             tool_calls: calls.clone(),
         });
@@ -665,7 +670,7 @@ async fn next_progress(
 }
 
 mod turn;
-use turn::{Turn, TurnCall};
+use turn::{Turn, TurnCall, TurnOutput};
 
 #[cfg(test)]
 mod tests;

@@ -11,12 +11,15 @@
 //! - consecutive assistant messages are merged when either carries tool calls (one turn, as the
 //!   model produced it; CopilotKit may hold text and calls as separate messages);
 //! - `developer` becomes `system` (not every compatible server knows `developer`);
-//! - `activity` and `reasoning` messages are UI artefacts and are not sent;
+//! - `activity` messages are UI artefacts and are not sent, nor is reasoning, except where it
+//!   carries its provider's `encryptedValue` (a signed thinking block): then it goes with the
+//!   assistant turn it precedes, for the providers that want it back, and is dropped when no
+//!   assistant turn follows it;
 //! - media parts become image inputs where they are images, else a short text placeholder.
 
 use std::collections::HashSet;
 
-use crate::llm::{ChatMessage, ChatToolCall, UserPart};
+use crate::llm::{ChatMessage, ChatReasoning, ChatToolCall, UserPart};
 use crate::protocol::{AssistantMessage, Content, ContentPart, Message, PartSource, ToolMessage};
 
 /// The result the model sees for a tool call the client never answered.
@@ -35,6 +38,7 @@ pub fn to_chat_messages(
         awaiting: Vec::new(),
         assistant_open: false,
         answered_later,
+        reasoning: Vec::new(),
     };
     if let Some(prompt) = system_prompt.filter(|p| !p.is_empty()) {
         repair.out.push(ChatMessage::System { content: prompt });
@@ -51,8 +55,21 @@ pub fn to_chat_messages(
                     content: text.content.clone(),
                 });
             }
-            Message::Activity(_) | Message::Reasoning(_) => {}
+            Message::Reasoning(reasoning) => {
+                if let Some(encrypted) =
+                    reasoning.encrypted_value.as_ref().filter(|v| !v.is_empty())
+                {
+                    repair.reasoning.push(ChatReasoning {
+                        text: reasoning.content.clone(),
+                        encrypted: Some(encrypted.clone()),
+                    });
+                }
+                continue;
+            }
+            Message::Activity(_) => continue,
         }
+        // Reasoning belongs to the assistant turn right after it, or to nothing.
+        repair.reasoning.clear();
     }
     close_unanswered(&mut repair.awaiting, &mut repair.out);
     repair.out
@@ -66,6 +83,8 @@ struct Repair<'a> {
     /// Whether the last pushed message is an assistant turn that may absorb the next one.
     assistant_open: bool,
     answered_later: &'a HashSet<String>,
+    /// Sealed reasoning waiting for the assistant turn it precedes.
+    reasoning: Vec<ChatReasoning>,
 }
 
 impl Repair<'_> {
@@ -114,6 +133,7 @@ impl Repair<'_> {
         close_unanswered(&mut self.awaiting, &mut self.out);
         self.await_calls(&calls);
         self.out.push(ChatMessage::Assistant {
+            reasoning: std::mem::take(&mut self.reasoning),
             content,
             tool_calls: calls,
         });
@@ -133,6 +153,7 @@ impl Repair<'_> {
         let Some(ChatMessage::Assistant {
             content: previous_content,
             tool_calls,
+            reasoning,
         }) = self.out.last_mut()
         else {
             return Err((content, calls));
@@ -157,6 +178,7 @@ impl Repair<'_> {
             .map(|c| c.id.clone())
             .collect();
         tool_calls.extend(calls);
+        reasoning.append(&mut self.reasoning);
         self.awaiting.extend(awaited);
         Ok(())
     }
@@ -334,6 +356,7 @@ mod tests {
         let ChatMessage::Assistant {
             content,
             tool_calls,
+            ..
         } = &out[2]
         else {
             panic!("{out:?}")

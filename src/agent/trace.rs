@@ -151,6 +151,7 @@ fn input_messages(history: &[ChatMessage]) -> String {
             ChatMessage::Assistant {
                 content,
                 tool_calls,
+                ..
             } => {
                 let mut parts = Vec::new();
                 if let Some(text) = content {
@@ -191,6 +192,7 @@ mod tests {
                 ],
             },
             ChatMessage::Assistant {
+                reasoning: Vec::new(),
                 content: None,
                 tool_calls: vec![ChatToolCall {
                     id: "call_1".into(),

@@ -7,8 +7,8 @@ use std::fmt::Write as _;
 use std::process::ExitCode;
 
 use agui_host::settings::{
-    AgentSettings, ApprovalPolicySetting, FixedApproval, ThreadStoreKind, ToolKindSettings,
-    ToolNameClash, ToolSettings, ToolStateSource,
+    AgentSettings, ApprovalPolicySetting, FixedApproval, LlmSettings, ThreadStoreKind,
+    ToolKindSettings, ToolNameClash, ToolSettings, ToolStateSource, DEFAULT_PROFILE,
 };
 use agui_host::text::redact_url;
 use agui_host::{App, Settings};
@@ -55,15 +55,14 @@ fn report(settings: &Settings) -> String {
         settings.server.host,
         settings.server.port
     );
-    // URLs are printed with their secrets (a password, an `api-key` in the query) redacted:
-    // this report ends up in terminals, CI logs and issues.
-    let model = match settings.llm.base_url.as_str() {
-        "" => settings.llm.model.clone(),
-        base_url => format!("{} at {}", settings.llm.model, redact_url(base_url)),
-    };
-    // The provider names are single words, so the lowercase Debug name is the configured one.
-    let provider = format!("{:?}", settings.llm.effective_provider()).to_ascii_lowercase();
-    let _ = writeln!(out, "model: {model} (provider: {provider})");
+    let _ = writeln!(out, "model: {}", describe_model(&settings.llm));
+    for (name, profile) in &settings.models {
+        let _ = writeln!(
+            out,
+            "model profile {name}: {}",
+            describe_model(&profile.resolve(&settings.llm))
+        );
+    }
     let threads = &settings.threads;
     let _ = match threads.store {
         ThreadStoreKind::Off => writeln!(out, "threads: not kept"),
@@ -77,8 +76,34 @@ fn report(settings: &Settings) -> String {
     for (name, agent) in &settings.agents {
         let _ = writeln!(out);
         describe_agent(&mut out, name, agent, name == &settings.default_agent);
+        if let Some(llm) = settings.model_profile(agent.profile.as_deref()) {
+            let _ = writeln!(
+                out,
+                "  model profile: {} ({}, model {})",
+                agent.profile.as_deref().unwrap_or(DEFAULT_PROFILE),
+                llm.effective_provider().as_str(),
+                agent.model.as_deref().unwrap_or(llm.served_model())
+            );
+        }
     }
     out
+}
+
+/// `model at url (provider: p, key: ...)`, never the key itself.
+fn describe_model(llm: &LlmSettings) -> String {
+    // URLs are printed with their secrets (a password, an `api-key` in the query) redacted:
+    // this report ends up in terminals, CI logs and issues.
+    let model = match llm.base_url.as_str() {
+        "" => llm.model.clone(),
+        base_url => format!("{} at {}", llm.model, redact_url(base_url)),
+    };
+    let provider = llm.effective_provider().as_str();
+    let key = match (llm.api_key_env.trim(), llm.api_key.is_empty()) {
+        (_, true) => String::new(),
+        ("", false) => ", key: set".to_owned(),
+        (variable, false) => format!(", key: from {variable}"),
+    };
+    format!("{model} (provider: {provider}{key})")
 }
 
 fn describe_agent(out: &mut String, name: &str, agent: &AgentSettings, is_default: bool) {
@@ -90,9 +115,6 @@ fn describe_agent(out: &mut String, name: &str, agent: &AgentSettings, is_defaul
     let _ = writeln!(out, "agent {name}: {routes}, GET /{name}/capabilities");
     if let Some(description) = &agent.description {
         let _ = writeln!(out, "  description: {description}");
-    }
-    if let Some(model) = &agent.model {
-        let _ = writeln!(out, "  model: {model}");
     }
     let _ = writeln!(
         out,
@@ -206,5 +228,34 @@ mod tests {
             report.contains("predicted key document <- write_document_local.document"),
             "{report}"
         );
+    }
+
+    #[test]
+    fn the_report_names_each_profile_and_each_agents_without_a_key() {
+        let mut settings = Settings::embedded_default().expect("the defaults");
+        settings.demo_agents = false;
+        settings.models.insert(
+            "claude".into(),
+            agui_host::settings::ModelProfile {
+                provider: Some(agui_host::settings::LlmProvider::Anthropic),
+                api_key: "sk-ant-secret".into(),
+                api_key_env: "ANTHROPIC_API_KEY".into(),
+                model: "claude-sonnet-4-5".into(),
+                ..Default::default()
+            },
+        );
+        settings.agents.get_mut("assistant").unwrap().profile = Some("claude".into());
+        let report = report(&settings);
+        assert!(
+            report.contains(
+                "model profile claude: claude-sonnet-4-5 (provider: anthropic, key: from ANTHROPIC_API_KEY)"
+            ),
+            "{report}"
+        );
+        assert!(
+            report.contains("  model profile: claude (anthropic, model claude-sonnet-4-5)"),
+            "{report}"
+        );
+        assert!(!report.contains("sk-ant-secret"), "{report}");
     }
 }

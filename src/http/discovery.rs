@@ -42,6 +42,11 @@ struct AgentEntry<'a> {
     description: Option<&'a str>,
     /// Also served on `POST /`.
     default: bool,
+    /// The model profile it calls (`default`: `[llm]`), its provider and model; never a key
+    /// or a URL.
+    profile: &'a str,
+    provider: &'static str,
+    model: String,
 }
 
 impl Discovery {
@@ -50,12 +55,26 @@ impl Discovery {
         let entries: Vec<AgentEntry<'_>> = settings
             .agents
             .iter()
-            .map(|(name, agent)| AgentEntry {
-                name,
-                route: format!("/{name}"),
-                capabilities: format!("/{name}/capabilities"),
-                description: agent.description.as_deref(),
-                default: *name == settings.default_agent,
+            .map(|(name, agent)| {
+                let llm = settings
+                    .model_profile(agent.profile.as_deref())
+                    .unwrap_or_else(|| settings.llm.clone());
+                AgentEntry {
+                    name,
+                    route: format!("/{name}"),
+                    capabilities: format!("/{name}/capabilities"),
+                    description: agent.description.as_deref(),
+                    default: *name == settings.default_agent,
+                    profile: agent
+                        .profile
+                        .as_deref()
+                        .unwrap_or(crate::settings::DEFAULT_PROFILE),
+                    provider: llm.effective_provider().as_str(),
+                    model: agent
+                        .model
+                        .clone()
+                        .unwrap_or_else(|| llm.served_model().to_owned()),
+                }
             })
             .collect();
         let agents = json!({ "defaultAgent": settings.default_agent, "agents": entries });

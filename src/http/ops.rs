@@ -59,11 +59,14 @@ impl Readiness {
             _ if !ready.check_upstream => None,
             // The built-in model is always there.
             LlmProvider::Offline | LlmProvider::Auto => None,
-            LlmProvider::Openai | LlmProvider::Azure => {
-                let url = if settings.llm.base_url.is_empty() {
-                    "https://api.openai.com/v1".to_owned()
-                } else {
-                    settings.llm.base_url.clone()
+            provider @ (LlmProvider::Openai
+            | LlmProvider::Azure
+            | LlmProvider::Anthropic
+            | LlmProvider::OpenaiResponses) => {
+                let url = match (settings.llm.base_url.is_empty(), provider) {
+                    (false, _) => settings.llm.base_url.clone(),
+                    (true, LlmProvider::Anthropic) => "https://api.anthropic.com/v1".to_owned(),
+                    (true, _) => "https://api.openai.com/v1".to_owned(),
                 };
                 let client = reqwest::Client::builder()
                     .timeout(Duration::from_secs(ready.timeout_secs.max(1)))

@@ -25,8 +25,9 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Deserializer};
 use serde_json::Value;
 
+pub(crate) use super::decoder::{EventParser, Flow, StreamDecoder};
 use super::error::{LlmError, Redactor};
-use super::sse::{SseDecoder, SseEvent};
+use super::sse::SseEvent;
 use super::{FinishReason, LlmEvent, Usage};
 use head::SharedHead;
 use shape::{Found, Shapes, Slot};
@@ -279,14 +280,6 @@ impl ToolCalls {
             matches!((name, existing.name.as_deref()), (Some(new), Some(old)) if new != old);
         other_id || other_name
     }
-}
-
-/// What the caller should do after an event.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Flow {
-    Continue,
-    /// `[DONE]` or an error: stop reading the body.
-    Stop,
 }
 
 /// Parses SSE events (or a whole JSON body) into [`LlmEvent`]s.
@@ -720,26 +713,10 @@ fn scalar_text(value: &Value) -> Option<String> {
     }
 }
 
-/// Bytes of an SSE body in, events out: [`SseDecoder`] + [`ChunkParser`], with the end-of-body
-/// rules. After it yields an `Err` it yields nothing more.
-#[derive(Debug)]
-pub(crate) struct StreamDecoder {
-    sse: SseDecoder,
-    parser: ChunkParser,
-    ended: bool,
-    events: Vec<SseEvent>,
-    produced: Vec<LlmEvent>,
-}
-
-impl StreamDecoder {
+impl StreamDecoder<ChunkParser> {
+    /// The decoder of a chat-completions stream.
     pub(crate) fn new(redactor: Redactor) -> Self {
-        Self {
-            sse: SseDecoder::new(),
-            parser: ChunkParser::new(redactor),
-            ended: false,
-            events: Vec::new(),
-            produced: Vec::new(),
-        }
+        Self::with_parser(ChunkParser::new(redactor))
     }
 
     /// A decoder that reads every chunk with the JSON parser, to compare the shapes against.
@@ -749,87 +726,19 @@ impl StreamDecoder {
         decoder.parser.shapes = Shapes::disabled();
         decoder
     }
+}
 
-    /// True once `[DONE]`, an error or the end of the body was handled.
-    pub(crate) fn is_ended(&self) -> bool {
-        self.ended
+impl EventParser for ChunkParser {
+    fn on_event(&mut self, event: &SseEvent, out: &mut Vec<LlmEvent>) -> Result<Flow, LlmError> {
+        ChunkParser::on_event(self, event, out)
     }
 
-    pub(crate) fn saw_finish(&self) -> bool {
-        self.parser.saw_finish()
+    fn saw_finish(&self) -> bool {
+        ChunkParser::saw_finish(self)
     }
 
-    /// Decodes a body fragment, appending the resulting items to `out`.
-    pub(crate) fn feed(&mut self, bytes: &[u8], out: &mut Vec<Result<LlmEvent, LlmError>>) {
-        if self.ended {
-            return;
-        }
-        if self.sse.feed(bytes, &mut self.events).is_err() {
-            self.fail(
-                LlmError::Malformed {
-                    detail: "an SSE event larger than 8 MiB".to_owned(),
-                },
-                out,
-            );
-            return;
-        }
-        self.drain_events(out);
-    }
-
-    /// The body ended: normally (`cause` is `None`) or broken (`cause` says how). Without
-    /// `[DONE]` the reply counts as complete only if a `finish_reason` was seen; otherwise it
-    /// was cut (`upstream_stream_cut`).
-    pub(crate) fn end_with(
-        &mut self,
-        cause: Option<String>,
-        out: &mut Vec<Result<LlmEvent, LlmError>>,
-    ) {
-        if self.ended {
-            return;
-        }
-        self.sse.finish(&mut self.events);
-        self.drain_events(out);
-        if self.ended {
-            return;
-        }
-        self.ended = true;
-        if self.parser.saw_finish() {
-            self.parser.on_done(&mut self.produced);
-            out.extend(self.produced.drain(..).map(Ok));
-        } else {
-            out.push(Err(LlmError::StreamCut {
-                detail: cause.unwrap_or_else(|| {
-                    "the body ended with neither a finish_reason nor [DONE]".to_owned()
-                }),
-            }));
-        }
-    }
-
-    fn drain_events(&mut self, out: &mut Vec<Result<LlmEvent, LlmError>>) {
-        // Taken for the loop and put back empty: its capacity serves the next fragment.
-        let mut events = std::mem::take(&mut self.events);
-        for event in &events {
-            let flow = self.parser.on_event(event, &mut self.produced);
-            out.extend(self.produced.drain(..).map(Ok));
-            match flow {
-                Ok(Flow::Continue) => {}
-                Ok(Flow::Stop) => {
-                    self.ended = true;
-                    break;
-                }
-                Err(error) => {
-                    self.fail(error, out);
-                    break;
-                }
-            }
-        }
-        events.clear();
-        self.events = events;
-    }
-
-    fn fail(&mut self, error: LlmError, out: &mut Vec<Result<LlmEvent, LlmError>>) {
-        self.ended = true;
-        out.push(Err(error));
+    fn on_done(&mut self, out: &mut Vec<LlmEvent>) {
+        ChunkParser::on_done(self, out);
     }
 }
 

@@ -2,16 +2,23 @@
 //!
 //! This module owns the provider-neutral chat types the agent speaks ([`ChatMessage`],
 //! [`ChatRequest`], [`LlmEvent`]), the error type with its stable RUN_ERROR codes ([`LlmError`]),
-//! and [`LlmClient`], which turns a request into a stream of events from one of three backends:
-//! an OpenAI-compatible server, Azure OpenAI, or the built-in offline model. It is the only
-//! module in the crate that names `async_openai` types, so a change of that crate stays here.
+//! and [`LlmClient`], which turns a request into a stream of events from one of its backends:
+//! an OpenAI-compatible server, Azure OpenAI, Anthropic's Messages API, or the built-in offline
+//! model; [`ModelClients`] holds one client per model profile. It is the only module in the
+//! crate that names `async_openai` types, so a change of that crate stays here.
 //!
 //! Layout:
-//! - `openai.rs`: the HTTP backend (request body, headers, retries, timeouts);
+//! - `openai.rs`: the HTTP backend (request body, headers, retries, timeouts), for every
+//!   provider;
 //! - `sse.rs`: an incremental server-sent-events decoder over raw body bytes (public: the
 //!   terminal client reads AG-UI streams with the same decoder);
+//! - `decoder.rs`: bytes of a streaming body to events, with the end-of-body rules every
+//!   dialect shares;
 //! - `chunk.rs`: tolerant parsing of streamed chat-completion chunks into [`LlmEvent`]s,
 //!   including the tool-call index normalization real servers need;
+//! - `anthropic.rs`: the Messages request body and history rules, and its events;
+//! - `responses.rs`: the Responses request body (stateless) and its events;
+//! - `clients.rs`: the client of each model profile;
 //! - `offline.rs`: the deterministic offline model used when no API key is configured;
 //! - `error.rs`: [`LlmError`] and the redaction helpers that keep secrets out of messages.
 //!
@@ -20,10 +27,14 @@
 //! as frames mid-stream. async-openai is used only for its request types, so the body we send
 //! follows the official schema.
 
+mod anthropic;
 mod chunk;
+mod clients;
+mod decoder;
 mod error;
 mod offline;
 mod openai;
+mod responses;
 pub mod sse;
 
 use std::fmt;
@@ -33,6 +44,7 @@ use futures_util::stream::BoxStream;
 
 use crate::settings::{LlmProvider, LlmSettings};
 
+pub use clients::ModelClients;
 pub use error::{LlmError, TimeoutPhase, UnreachableCause};
 
 /// Decodes the body of an OpenAI-compatible streaming reply (SSE `chat.completion.chunk`s, then
@@ -40,7 +52,7 @@ pub use error::{LlmError, TimeoutPhase, UnreachableCause};
 /// normalized tool-call indexes and the end-of-body rules. Public so that the parser's cost can
 /// be benchmarked (`benches/upstream.rs`) and an embedder reading a stream itself can reuse it.
 #[derive(Debug)]
-pub struct CompletionStreamDecoder(chunk::StreamDecoder);
+pub struct CompletionStreamDecoder(chunk::StreamDecoder<chunk::ChunkParser>);
 
 impl Default for CompletionStreamDecoder {
     fn default() -> Self {
@@ -79,6 +91,9 @@ pub enum ChatMessage {
     Assistant {
         content: Option<String>,
         tool_calls: Vec<ChatToolCall>,
+        /// The reasoning the model produced before this turn, sent back to providers that
+        /// need it (Anthropic's signed thinking blocks); empty for most turns.
+        reasoning: Vec<ChatReasoning>,
     },
     Tool {
         tool_call_id: String,
@@ -87,6 +102,15 @@ pub enum ChatMessage {
 }
 
 impl ChatMessage {
+    /// An assistant turn without reasoning.
+    pub fn assistant(content: Option<String>, tool_calls: Vec<ChatToolCall>) -> Self {
+        ChatMessage::Assistant {
+            content,
+            tool_calls,
+            reasoning: Vec::new(),
+        }
+    }
+
     /// A user message made of one text part.
     pub fn user_text(text: impl Into<String>) -> Self {
         ChatMessage::User {
@@ -103,6 +127,15 @@ pub enum UserPart {
     ImageUrl {
         url: String,
     },
+}
+
+/// One stretch of reasoning of an assistant turn: its text, and the opaque value its provider
+/// needs back to accept it again (the protocol's `encryptedValue`: a thinking block's
+/// signature, a Responses encrypted reasoning item). Without that value it is not sent back.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct ChatReasoning {
+    pub text: String,
+    pub encrypted: Option<String>,
 }
 
 /// A tool call the assistant made earlier in the conversation.
@@ -140,8 +173,13 @@ pub struct ChatRequest {
 #[derive(Debug, Clone, PartialEq)]
 pub enum LlmEvent {
     TextDelta(String),
-    /// `reasoning_content` (DeepSeek, vLLM) or `reasoning` (OpenRouter, Ollama) delta fields.
+    /// `reasoning_content` (DeepSeek, vLLM) or `reasoning` (OpenRouter, Ollama) delta fields;
+    /// Anthropic's thinking.
     ReasoningDelta(String),
+    /// The opaque value that ends a stretch of reasoning and must go back with it on a later
+    /// call (Anthropic's thinking signature, a redacted thinking block's data, a Responses
+    /// reasoning item's encrypted content).
+    ReasoningEncrypted(String),
     /// `index` is OUR normalized per-call sequence number within this completion (0,1,2...),
     /// `id`/`name` are Some only the first time a call is seen (even if the server repeats them in
     /// every chunk), `arguments` is the fragment (may be empty).
@@ -219,17 +257,19 @@ impl LlmClient {
     /// Builds the client for `settings.effective_provider()`. Fails with
     /// [`LlmError::Config`] (code `upstream_config`) on a bad base URL, header or TLS setup.
     pub fn new(settings: &LlmSettings) -> Result<Self, LlmError> {
-        let backend = match settings.effective_provider() {
-            LlmProvider::Offline => Backend::Offline,
+        let flavor = match settings.effective_provider() {
+            LlmProvider::Offline => {
+                return Ok(Self {
+                    backend: Backend::Offline,
+                })
+            }
             // `effective_provider` never returns `Auto`; treating it as OpenAI keeps this total.
-            LlmProvider::Auto | LlmProvider::Openai => Backend::Http(Arc::new(
-                openai::HttpBackend::new(settings, openai::Flavor::OpenAi)?,
-            )),
-            LlmProvider::Azure => Backend::Http(Arc::new(openai::HttpBackend::new(
-                settings,
-                openai::Flavor::Azure,
-            )?)),
+            LlmProvider::Auto | LlmProvider::Openai => openai::Flavor::OpenAi,
+            LlmProvider::Azure => openai::Flavor::Azure,
+            LlmProvider::Anthropic => openai::Flavor::Anthropic,
+            LlmProvider::OpenaiResponses => openai::Flavor::Responses,
         };
+        let backend = Backend::Http(Arc::new(openai::HttpBackend::new(settings, flavor)?));
         Ok(Self { backend })
     }
 
@@ -262,7 +302,7 @@ impl LlmClient {
         }
     }
 
-    /// Lowercase vendor id for usage reporting: `openai`, `azure` or `offline`.
+    /// Lowercase vendor id for usage reporting: `openai`, `azure`, `anthropic` or `offline`.
     pub fn provider_id(&self) -> &'static str {
         match &self.backend {
             Backend::Offline => "offline",
@@ -342,6 +382,32 @@ mod tests {
             client.describe(),
             "azure-openai https://myres.openai.azure.com deployment gpt4o-prod (api-version 2024-10-21)"
         );
+    }
+
+    #[test]
+    fn messages_and_responses_clients_default_to_their_vendors_urls() {
+        for (provider, id, described) in [
+            (
+                LlmProvider::Anthropic,
+                "anthropic",
+                "anthropic-messages https://api.anthropic.com/v1 model m",
+            ),
+            (
+                LlmProvider::OpenaiResponses,
+                "openai",
+                "openai-responses https://api.openai.com/v1 model m",
+            ),
+        ] {
+            let mut s = settings();
+            s.provider = provider;
+            s.api_key = "sk-secret-key".into();
+            s.model = "m".into();
+            let client = LlmClient::new(&s).expect("client");
+            assert_eq!(client.provider_id(), id);
+            assert_eq!(client.default_model(), "m");
+            assert_eq!(client.describe(), described);
+            assert!(!format!("{client:?}").contains("secret"));
+        }
     }
 
     #[test]

@@ -624,6 +624,7 @@ fn message_words(message: &ChatMessage) -> u64 {
         ChatMessage::Assistant {
             content,
             tool_calls,
+            ..
         } => {
             content.as_deref().map_or(0, word_count)
                 + tool_calls

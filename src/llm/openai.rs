@@ -1,4 +1,7 @@
-//! The HTTP backend: any OpenAI-compatible chat-completions server, and Azure OpenAI.
+//! The HTTP backend: any OpenAI-compatible chat-completions server, Azure OpenAI, Anthropic's
+//! Messages API and OpenAI's Responses API (their bodies and events are `llm::anthropic`'s and
+//! `llm::responses`'; the sending, retries, timeouts and fault codes are the same for every
+//! provider).
 //!
 //! It builds the request body with async-openai's request types, sends it with one shared
 //! client (see `transport`), retries what is safe to retry before anything was streamed, and
@@ -27,12 +30,15 @@ use transport::{SendErrorKind, Transport};
 use wire::{wire_message, wire_tool};
 
 const DEFAULT_BASE_URL: &str = "https://api.openai.com/v1";
+const ANTHROPIC_BASE_URL: &str = "https://api.anthropic.com/v1";
 /// How much of an error response body we read (for the log and the upstream `message`).
 const ERROR_BODY_LIMIT: usize = 4096;
 /// How much of it goes into a log line.
 const ERROR_LOG_CHARS: usize = 1024;
 /// Largest non-streaming JSON body we accept from a server that ignored `stream: true`.
 pub(super) const JSON_BODY_LIMIT: usize = 16 * 1024 * 1024;
+/// Anthropic's "overloaded" status: the service is busy, the request was not processed.
+const ANTHROPIC_OVERLOADED: u16 = 529;
 const RETRY_BASE: Duration = Duration::from_millis(250);
 const RETRY_CAP: Duration = Duration::from_secs(8);
 /// A longer `Retry-After` means the server is out for a while: fail now rather than hold the
@@ -44,6 +50,8 @@ const RETRY_AFTER_CAP: Duration = Duration::from_secs(30);
 pub(crate) enum Flavor {
     OpenAi,
     Azure,
+    Anthropic,
+    Responses,
 }
 
 pub(crate) struct HttpBackend {
@@ -60,6 +68,10 @@ pub(crate) struct HttpBackend {
     default_model: String,
     azure_deployment: String,
     azure_api_version: String,
+    /// The Messages API's options (flavor `Anthropic` only).
+    anthropic: crate::llm::anthropic::MessagesOptions,
+    /// The Responses API's options (flavor `Responses` only).
+    responses: crate::llm::responses::ResponsesOptions,
     temperature: Option<f32>,
     max_tokens: Option<u32>,
     stream_usage: bool,
@@ -102,7 +114,8 @@ fn base_url(settings: &LlmSettings, flavor: Flavor) -> Result<Url, LlmError> {
     let base = settings.base_url.trim();
     let base = match (base.is_empty(), flavor) {
         (false, _) => base,
-        (true, Flavor::OpenAi) => DEFAULT_BASE_URL,
+        (true, Flavor::OpenAi | Flavor::Responses) => DEFAULT_BASE_URL,
+        (true, Flavor::Anthropic) => ANTHROPIC_BASE_URL,
         (true, Flavor::Azure) => {
             return Err(LlmError::Config(
                 "provider azure needs llm.base_url (https://<resource>.openai.azure.com)"
@@ -130,12 +143,13 @@ fn endpoint_url(
     api_version: &str,
 ) -> Result<Url, LlmError> {
     // A base URL that already ends with the endpoint (a common copy-paste) is kept as is.
-    if flavor == Flavor::OpenAi
-        && base_url
-            .path()
-            .trim_end_matches('/')
-            .ends_with("/chat/completions")
-    {
+    let endpoint = match flavor {
+        Flavor::OpenAi => Some("/chat/completions"),
+        Flavor::Anthropic => Some("/messages"),
+        Flavor::Responses => Some("/responses"),
+        Flavor::Azure => None,
+    };
+    if endpoint.is_some_and(|end| base_url.path().trim_end_matches('/').ends_with(end)) {
         return Ok(base_url.clone());
     }
     let mut url = base_url.clone();
@@ -147,6 +161,12 @@ fn endpoint_url(
         match flavor {
             Flavor::OpenAi => {
                 segments.extend(["chat", "completions"]);
+            }
+            Flavor::Anthropic => {
+                segments.push("messages");
+            }
+            Flavor::Responses => {
+                segments.push("responses");
             }
             // `extend` percent-encodes the deployment name as one path segment.
             Flavor::Azure => {
@@ -185,11 +205,13 @@ impl HttpBackend {
             url,
             headers,
             default_model: match flavor {
-                Flavor::OpenAi => settings.model.clone(),
+                Flavor::OpenAi | Flavor::Anthropic | Flavor::Responses => settings.model.clone(),
                 Flavor::Azure => deployment.to_owned(),
             },
             azure_deployment: deployment.to_owned(),
             azure_api_version: settings.azure_api_version.trim().to_owned(),
+            anthropic: crate::llm::anthropic::MessagesOptions::from_settings(settings),
+            responses: crate::llm::responses::ResponsesOptions::from_settings(settings),
             temperature: settings.temperature,
             max_tokens: settings.max_tokens,
             stream_usage: settings.stream_usage,
@@ -211,13 +233,22 @@ impl HttpBackend {
                 "azure-openai {} deployment {} (api-version {})",
                 self.display_base, self.azure_deployment, self.azure_api_version
             ),
+            Flavor::Anthropic => format!(
+                "anthropic-messages {} model {}",
+                self.display_base, self.default_model
+            ),
+            Flavor::Responses => format!(
+                "openai-responses {} model {}",
+                self.display_base, self.default_model
+            ),
         }
     }
 
     pub(crate) fn provider_id(&self) -> &'static str {
         match self.flavor {
-            Flavor::OpenAi => "openai",
+            Flavor::OpenAi | Flavor::Responses => "openai",
             Flavor::Azure => "azure",
+            Flavor::Anthropic => "anthropic",
         }
     }
 
@@ -237,6 +268,27 @@ impl HttpBackend {
 
     /// The JSON body of a streaming chat-completions request.
     pub(crate) fn request_body(&self, request: &ChatRequest) -> Result<Vec<u8>, LlmError> {
+        let (model, temperature, max_tokens) =
+            (self.model_for(request), self.temperature, self.max_tokens);
+        let own_body = match self.flavor {
+            Flavor::Anthropic => {
+                Some(
+                    self.anthropic
+                        .request_body(request, model, temperature, max_tokens),
+                )
+            }
+            Flavor::Responses => {
+                Some(
+                    self.responses
+                        .request_body(request, model, temperature, max_tokens),
+                )
+            }
+            Flavor::OpenAi | Flavor::Azure => None,
+        };
+        if let Some(body) = own_body {
+            return serde_json::to_vec(&body)
+                .map_err(|e| LlmError::Config(format!("could not serialize the request: {e}")));
+        }
         let tools: Vec<ChatCompletionTools> = request.tools.iter().map(wire_tool).collect();
         // `max_tokens` is deprecated by OpenAI in favour of `max_completion_tokens`, but it is
         // the one every OpenAI-compatible server (vLLM, Ollama, llama.cpp, Azure) reads.
@@ -281,6 +333,7 @@ impl HttpBackend {
     async fn open(&self, request: &ChatRequest) -> Result<Box<BodyReader<Body>>, LlmError> {
         let body = Bytes::from(self.request_body(request)?);
         tracing::debug!(
+            provider = self.provider_id(),
             url = %self.log_url,
             model = %self.model_for(request),
             messages = request.messages.len(),
@@ -304,12 +357,23 @@ impl HttpBackend {
         Ok(Box::new(
             BodyReader::new(
                 response.body,
-                json,
+                self.dialect(json),
                 self.idle_timeout,
                 self.redactor.clone(),
             )
             .merging_deltas(self.merge_deltas),
         ))
+    }
+
+    /// How the body is read: a JSON body from a chat-completions server that ignored
+    /// `stream: true` is one completion; the Messages API always streams.
+    fn dialect(&self, json: bool) -> body::Dialect {
+        match (self.flavor, json) {
+            (Flavor::Anthropic, _) => body::Dialect::Messages,
+            (Flavor::Responses, _) => body::Dialect::Responses,
+            (_, true) => body::Dialect::ChatJson,
+            (_, false) => body::Dialect::Chat,
+        }
     }
 
     async fn send_with_retries(&self, body: Bytes) -> Result<transport::Response, LlmError> {
@@ -378,6 +442,7 @@ impl HttpBackend {
         let retry_after = retry_after(&response.headers);
         let body = self.read_error_body(response).await;
         tracing::warn!(
+            provider = self.provider_id(),
             url = %self.log_url,
             status = status.as_u16(),
             body = %self.redactor.log_prefix(&body, ERROR_LOG_CHARS),
@@ -397,7 +462,7 @@ impl HttpBackend {
                     | StatusCode::BAD_GATEWAY
                     | StatusCode::SERVICE_UNAVAILABLE
                     | StatusCode::GATEWAY_TIMEOUT
-            ),
+            ) || status.as_u16() == ANTHROPIC_OVERLOADED,
             retry_after,
         })
     }
@@ -494,8 +559,9 @@ fn build_headers(settings: &LlmSettings, flavor: Flavor) -> Result<HeaderMap, Ll
     let key = settings.api_key.trim();
     if !key.is_empty() {
         let (name, value) = match flavor {
-            Flavor::OpenAi => (AUTHORIZATION, format!("Bearer {key}")),
+            Flavor::OpenAi | Flavor::Responses => (AUTHORIZATION, format!("Bearer {key}")),
             Flavor::Azure => (HeaderName::from_static("api-key"), key.to_owned()),
+            Flavor::Anthropic => (HeaderName::from_static("x-api-key"), key.to_owned()),
         };
         // The error names the setting, never the value.
         let mut value = HeaderValue::from_str(&value).map_err(|_| {
@@ -505,6 +571,12 @@ fn build_headers(settings: &LlmSettings, flavor: Flavor) -> Result<HeaderMap, Ll
         })?;
         value.set_sensitive(true);
         headers.insert(name, value);
+    }
+    if flavor == Flavor::Anthropic {
+        let version = HeaderValue::from_str(settings.anthropic_version.trim()).map_err(|_| {
+            LlmError::Config("anthropic_version is not a valid header value".to_owned())
+        })?;
+        headers.insert(HeaderName::from_static("anthropic-version"), version);
     }
     for (name, value) in &settings.extra_headers {
         let header = HeaderName::from_bytes(name.trim().as_bytes()).map_err(|_| {

@@ -22,7 +22,10 @@ pub struct AgentSettings {
     /// The system prompt.
     #[serde(default)]
     pub instructions: String,
-    /// Overrides `llm.model` for this agent.
+    /// The model profile (`[models.<name>]`) this agent calls; absent or `default`: `[llm]`.
+    #[serde(default)]
+    pub profile: Option<String>,
+    /// Overrides the model of the agent's profile.
     #[serde(default)]
     pub model: Option<String>,
     /// Most model calls in one run; the run ends with `max_iterations` after that.

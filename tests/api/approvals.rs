@@ -399,7 +399,7 @@ fn assert_service_result(content: &str, tool: &str) {
     assert_eq!(value, service_result(tool));
 }
 
-fn the_text(events: &[Value]) -> String {
+pub(crate) fn the_text(events: &[Value]) -> String {
     texts(events)
         .into_iter()
         .map(|(_, text)| text)

@@ -1,7 +1,9 @@
 //! A fake OpenAI-compatible upstream, served by a small axum app inside the test process.
 //!
 //! Every request to `POST /v1/chat/completions` (or the Azure path
-//! `POST /openai/deployments/{deployment}/chat/completions`) is recorded and answered with the
+//! `POST /openai/deployments/{deployment}/chat/completions`, or Anthropic's `POST /v1/messages`
+//! and OpenAI's `POST /v1/responses`, whose events `fake_messages` and `fake_responses` build) is
+//! recorded and answered with the
 //! next scripted [`Reply`] from a FIFO queue. An empty queue answers HTTP 500 "no scripted reply",
 //! so a run that makes an unexpected extra model call fails loudly instead of hanging.
 //!
@@ -100,6 +102,8 @@ impl FakeLlm {
         });
         let router = Router::new()
             .route("/v1/chat/completions", post(chat_completions))
+            .route("/v1/messages", post(chat_completions))
+            .route("/v1/responses", post(chat_completions))
             .route(
                 "/openai/deployments/{deployment}/chat/completions",
                 post(chat_completions),
@@ -183,7 +187,7 @@ async fn chat_completions(State(shared): State<Arc<Shared>>, request: Request) -
         Some(Reply::Burst(frames)) => {
             let whole: String = frames
                 .iter()
-                .map(|frame| format!("data: {frame}\n\n"))
+                .map(|frame| sse_frame(frame.as_str()))
                 .collect();
             event_stream_response(stream::iter([Ok(Bytes::from(whole))]))
         }
@@ -284,7 +288,7 @@ fn sse_response(shared: &Arc<Shared>, frames: Vec<String>, delay: Duration, cut:
             if !state.delay.is_zero() {
                 tokio::time::sleep(state.delay).await;
             }
-            let bytes = Bytes::from(format!("data: {frame}\n\n"));
+            let bytes = Bytes::from(sse_frame(&frame));
             return Some((Ok::<Bytes, std::io::Error>(bytes), state));
         }
         // The script is over: whatever happens next is not the client hanging up.
@@ -318,11 +322,21 @@ fn stalling_sse_response(shared: &Arc<Shared>, frames: Vec<String>) -> Response 
             let Some(frame) = frames.pop_front() else {
                 return std::future::pending().await;
             };
-            let bytes = Bytes::from(format!("data: {frame}\n\n"));
+            let bytes = Bytes::from(sse_frame(&frame));
             Some((Ok::<Bytes, std::io::Error>(bytes), (frames, guard)))
         },
     );
     event_stream_response(body)
+}
+
+/// One SSE frame: `data: <payload>`, or a frame that names its event (`event: ...` first, as
+/// the Messages API sends every one) as it is.
+fn sse_frame(frame: &str) -> String {
+    if frame.starts_with("event: ") {
+        format!("{frame}\n\n")
+    } else {
+        format!("data: {frame}\n\n")
+    }
 }
 
 /// A `200 text/event-stream` response streaming `body`.

@@ -29,10 +29,13 @@ macro_rules! for_each_store {
 }
 
 mod fake_llm;
+mod fake_messages;
+mod fake_responses;
 mod helpers;
 mod redis_server;
 mod verify;
 
+mod anthropic;
 mod approvals;
 mod auth;
 mod bad_input;
@@ -60,8 +63,10 @@ mod predicted_state_confirmation;
 mod predictive_state;
 mod probes;
 mod protocol_versions;
+mod providers;
 mod quotas;
 mod request_boundary;
+mod responses;
 mod resumable;
 mod resumable_redis;
 mod run_ids;

@@ -1,6 +1,7 @@
 // A fake OpenAI-compatible chat-completions server for the end-to-end tests.
 //
-// Plain node:http on 127.0.0.1 and a random port. Every POST to /v1/chat/completions is
+// Plain node:http on 127.0.0.1 and a random port. Every POST to /v1/chat/completions (or to
+// Anthropic's /v1/messages and OpenAI's /v1/responses, whose turns fake-providers.mjs builds) is
 // recorded and answered with the next scripted reply of the *conversation* it belongs to: a
 // conversation is found by a key the test chose, looked for in the first user message of the
 // request (tests put a unique key in their first prompt). Several tests can therefore share one
@@ -18,6 +19,9 @@
 import http from "node:http";
 
 export const MODEL = "gpt-4o-mini";
+
+/** The model endpoints served: Chat Completions, Anthropic Messages, OpenAI Responses. */
+const ROUTES = ["/v1/chat/completions", "/v1/messages", "/v1/responses"];
 
 function chunk(choices, extra = {}) {
   return { id: "chatcmpl-e2e", object: "chat.completion.chunk", created: 1, model: MODEL, choices, ...extra };
@@ -96,7 +100,8 @@ export const errorReply = (status, message = "scripted error") => ({
 });
 
 function firstUserText(body) {
-  const user = (body?.messages ?? []).find((m) => m.role === "user");
+  // Chat Completions and Messages have `messages`, Responses has `input` items.
+  const user = (body?.messages ?? body?.input ?? []).find((m) => m.role === "user");
   if (!user) return "";
   if (typeof user.content === "string") return user.content;
   if (Array.isArray(user.content)) {
@@ -135,7 +140,7 @@ export async function startFakeOpenAI({ frameDelayMs = 1 } = {}) {
 
   async function handle(req, res, raw) {
     const path = new URL(req.url, "http://x").pathname;
-    if (req.method !== "POST" || path !== "/v1/chat/completions") {
+    if (req.method !== "POST" || !ROUTES.includes(path)) {
       res.writeHead(404, { "content-type": "text/plain" });
       res.end(`fake OpenAI: no route for ${req.method} ${path}`);
       return;
@@ -166,7 +171,10 @@ export async function startFakeOpenAI({ frameDelayMs = 1 } = {}) {
       return;
     }
     res.writeHead(200, { "content-type": "text/event-stream", "cache-control": "no-cache" });
-    const encode = (frame) => `data: ${typeof frame === "string" ? frame : JSON.stringify(frame)}\n\n`;
+    const encode = (frame) =>
+      frame?.event !== undefined
+        ? `event: ${frame.event}\ndata: ${JSON.stringify(frame.data)}\n\n`
+        : `data: ${typeof frame === "string" ? frame : JSON.stringify(frame)}\n\n`;
     if (reply.burst) {
       res.end(reply.frames.map(encode).join(""));
       return;

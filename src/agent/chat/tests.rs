@@ -53,7 +53,11 @@ fn run_turn(events: Vec<LlmEvent>) -> (Turn, VecDeque<AgentUpdate>) {
 fn text_opens_one_assistant_message_and_the_end_of_the_turn_closes_it() {
     let (turn, mut out) = run_turn(vec![text("Hel"), text(""), text("lo")]);
     let message_id = turn.message_id.clone();
-    let (content, calls) = turn.finish(&mut out).unwrap();
+    let TurnOutput {
+        text: content,
+        calls,
+        ..
+    } = turn.finish(&mut out).unwrap();
     assert_eq!(
         describe(&out),
         [
@@ -97,6 +101,58 @@ fn reasoning_is_closed_before_the_answer_starts() {
 }
 
 #[test]
+fn a_signature_seals_its_reasoning_for_the_client_and_the_next_call() {
+    let (turn, mut out) = run_turn(vec![
+        LlmEvent::ReasoningDelta("think".into()),
+        LlmEvent::ReasoningEncrypted("sig-1".into()),
+        // A redacted block: no text, only its data.
+        LlmEvent::ReasoningEncrypted("redacted:xyz".into()),
+        text("Yes"),
+    ]);
+    let reasoning = turn.finish(&mut out).unwrap().reasoning;
+    assert_eq!(
+        describe(&out),
+        [
+            "REASONING_START",
+            "REASONING_MESSAGE_START",
+            "REASONING_MESSAGE_CONTENT:think",
+            "REASONING_ENCRYPTED_VALUE",
+            "REASONING_MESSAGE_END",
+            "REASONING_END",
+            "REASONING_START",
+            "REASONING_MESSAGE_START",
+            "REASONING_ENCRYPTED_VALUE",
+            "REASONING_MESSAGE_END",
+            "REASONING_END",
+            "TEXT_MESSAGE_START",
+            "TEXT_MESSAGE_CONTENT:Yes",
+            "TEXT_MESSAGE_END"
+        ]
+    );
+    let AgentUpdate::Event(EventBody::ReasoningMessageStart(first)) = &out[1] else {
+        panic!("{:?}", out[1])
+    };
+    let AgentUpdate::Event(EventBody::ReasoningEncryptedValue(sealed)) = &out[3] else {
+        panic!("{:?}", out[3])
+    };
+    assert_eq!(sealed.entity_id, first.message_id);
+    assert_eq!(sealed.encrypted_value, "sig-1");
+    assert_eq!(
+        reasoning,
+        [
+            crate::llm::ChatReasoning {
+                text: "think".into(),
+                encrypted: Some("sig-1".into())
+            },
+            crate::llm::ChatReasoning {
+                text: String::new(),
+                encrypted: Some("redacted:xyz".into())
+            },
+        ]
+    );
+}
+
+#[test]
 fn argument_fragments_before_the_name_wait_and_go_out_as_one() {
     let (turn, mut out) = run_turn(vec![
         call(0, Some("c1"), None, "{\"a\""),
@@ -105,7 +161,11 @@ fn argument_fragments_before_the_name_wait_and_go_out_as_one() {
         call(0, None, None, ""),
     ]);
     let message_id = turn.message_id.clone();
-    let (content, calls) = turn.finish(&mut out).unwrap();
+    let TurnOutput {
+        text: content,
+        calls,
+        ..
+    } = turn.finish(&mut out).unwrap();
     assert_eq!(
         describe(&out),
         [
@@ -141,7 +201,7 @@ fn interleaved_parallel_calls_stay_apart_and_end_in_the_order_they_began() {
         call(0, None, None, "1}"),
         call(1, None, None, "2}"),
     ]);
-    let (_, calls) = turn.finish(&mut out).unwrap();
+    let calls = turn.finish(&mut out).unwrap().calls;
     assert_eq!(
         describe(&out),
         [
@@ -162,7 +222,7 @@ fn interleaved_parallel_calls_stay_apart_and_end_in_the_order_they_began() {
 #[test]
 fn a_call_with_an_empty_id_gets_one_and_a_call_that_never_got_a_name_fails_the_turn() {
     let (turn, mut out) = run_turn(vec![call(0, Some(""), Some("named"), "{}")]);
-    let (_, calls) = turn.finish(&mut out).unwrap();
+    let calls = turn.finish(&mut out).unwrap().calls;
     assert!(calls[0].id.starts_with("call_"), "{}", calls[0].id);
 
     let (turn, mut out) = run_turn(vec![call(0, Some("c"), None, "{}")]);
@@ -183,7 +243,11 @@ fn text_then_a_call_share_the_turns_message() {
         text("Let me check."),
         call(0, Some("c"), Some("t"), ""),
     ]);
-    let (content, calls) = turn.finish(&mut out).unwrap();
+    let TurnOutput {
+        text: content,
+        calls,
+        ..
+    } = turn.finish(&mut out).unwrap();
     assert_eq!(
         describe(&out),
         [
@@ -201,6 +265,7 @@ fn text_then_a_call_share_the_turns_message() {
 #[test]
 fn tool_results_go_after_their_calls_turn_and_its_earlier_results() {
     let assistant = |ids: &[&str]| ChatMessage::Assistant {
+        reasoning: Vec::new(),
         content: None,
         tool_calls: ids
             .iter()

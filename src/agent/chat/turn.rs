@@ -6,9 +6,10 @@
 use std::collections::VecDeque;
 
 use crate::agent::{new_id, AgentError, AgentUpdate};
-use crate::llm::{ChatToolCall, LlmEvent};
+use crate::llm::{ChatReasoning, ChatToolCall, LlmEvent};
 use crate::protocol::{
-    EventBody, MessageRef, ReasoningMessageStart, ReasoningRole, TextMessageContent,
+    EncryptedValueSubtype, EventBody, MessageRef, ReasoningEncryptedValue, ReasoningMessageStart,
+    ReasoningRole, TextMessageContent,
 };
 
 pub(super) struct Turn {
@@ -18,7 +19,20 @@ pub(super) struct Turn {
     text_open: bool,
     /// The open reasoning span/message id (one id names both).
     reasoning_id: Option<String>,
+    /// The text of the open reasoning, kept only for providers that want it back (it is
+    /// sealed by an encrypted value, see [`Turn::reasoning_encrypted`]).
+    reasoning_text: String,
+    /// The sealed stretches of reasoning of this turn, for the history.
+    reasoning: Vec<ChatReasoning>,
     pub(super) calls: Vec<TurnCall>,
+}
+
+/// What a finished turn said, for the history.
+pub(super) struct TurnOutput {
+    pub(super) text: Option<String>,
+    pub(super) calls: Vec<ChatToolCall>,
+    /// The sealed stretches of reasoning, for providers that want them back.
+    pub(super) reasoning: Vec<ChatReasoning>,
 }
 
 pub(super) struct TurnCall {
@@ -45,6 +59,8 @@ impl Turn {
             text: String::new(),
             text_open: false,
             reasoning_id: None,
+            reasoning_text: String::new(),
+            reasoning: Vec::new(),
             calls: Vec::new(),
         }
     }
@@ -53,6 +69,7 @@ impl Turn {
         match event {
             LlmEvent::TextDelta(delta) => self.text_delta(delta, out),
             LlmEvent::ReasoningDelta(delta) => self.reasoning_delta(delta, out),
+            LlmEvent::ReasoningEncrypted(value) => self.reasoning_encrypted(value, out),
             LlmEvent::ToolCallDelta {
                 index,
                 id,
@@ -82,26 +99,55 @@ impl Turn {
         if delta.is_empty() {
             return;
         }
-        let id = match &self.reasoning_id {
-            Some(id) => id.clone(),
-            None => {
-                let id = new_id("reasoning");
-                out.push_back(EventBody::ReasoningStart(MessageRef::new(id.clone())).into());
-                out.push_back(
-                    EventBody::ReasoningMessageStart(ReasoningMessageStart {
-                        message_id: id.clone(),
-                        role: ReasoningRole::Reasoning,
-                        subagent_run_id: None,
-                    })
-                    .into(),
-                );
-                self.reasoning_id = Some(id.clone());
-                id
-            }
-        };
+        let id = self.open_reasoning(out);
+        self.reasoning_text.push_str(&delta);
         out.push_back(
             EventBody::ReasoningMessageContent(TextMessageContent::new(id, delta)).into(),
         );
+    }
+
+    /// The id of the open reasoning, opened now if none is.
+    fn open_reasoning(&mut self, out: &mut VecDeque<AgentUpdate>) -> String {
+        if let Some(id) = &self.reasoning_id {
+            return id.clone();
+        }
+        let id = new_id("reasoning");
+        out.push_back(EventBody::ReasoningStart(MessageRef::new(id.clone())).into());
+        out.push_back(
+            EventBody::ReasoningMessageStart(ReasoningMessageStart {
+                message_id: id.clone(),
+                role: ReasoningRole::Reasoning,
+                subagent_run_id: None,
+            })
+            .into(),
+        );
+        self.reasoning_id = Some(id.clone());
+        id
+    }
+
+    /// The value that seals the reasoning so far (a thinking block's signature): the client
+    /// stores it on the reasoning message and sends it back, and the next model call of this
+    /// run gets the reasoning with it. Reasoning without text (a redacted block) still gets a
+    /// message to carry it.
+    fn reasoning_encrypted(&mut self, value: String, out: &mut VecDeque<AgentUpdate>) {
+        if value.is_empty() {
+            return;
+        }
+        let id = self.open_reasoning(out);
+        out.push_back(
+            EventBody::ReasoningEncryptedValue(ReasoningEncryptedValue {
+                subtype: EncryptedValueSubtype::Message,
+                entity_id: id,
+                encrypted_value: value.clone(),
+                subagent_run_id: None,
+            })
+            .into(),
+        );
+        self.reasoning.push(ChatReasoning {
+            text: std::mem::take(&mut self.reasoning_text),
+            encrypted: Some(value),
+        });
+        self.close_reasoning(out);
     }
 
     /// A fragment of the call at `index`: its id and name arrive once, its arguments in pieces.
@@ -161,16 +207,17 @@ impl Turn {
 
     fn close_reasoning(&mut self, out: &mut VecDeque<AgentUpdate>) {
         if let Some(id) = self.reasoning_id.take() {
+            self.reasoning_text.clear();
             out.push_back(EventBody::ReasoningMessageEnd(MessageRef::new(id.clone())).into());
             out.push_back(EventBody::ReasoningEnd(MessageRef::new(id)).into());
         }
     }
 
-    /// Closes what the turn opened and returns its text and tool calls.
+    /// Closes what the turn opened and returns its text, tool calls and sealed reasoning.
     pub(super) fn finish(
         mut self,
         out: &mut VecDeque<AgentUpdate>,
-    ) -> Result<(Option<String>, Vec<ChatToolCall>), AgentError> {
+    ) -> Result<TurnOutput, AgentError> {
         self.close_reasoning(out);
         if self.text_open {
             out.push_back(EventBody::text_end(self.message_id.clone()).into());
@@ -190,6 +237,10 @@ impl Turn {
             });
         }
         let text = (!self.text.is_empty()).then_some(self.text);
-        Ok((text, calls))
+        Ok(TurnOutput {
+            text,
+            calls,
+            reasoning: self.reasoning,
+        })
     }
 }

@@ -694,7 +694,7 @@ fn a_shared_head_hides_neither_an_error_frame_nor_a_nested_choices() {
 /// agree; and how many shapes were learnt.
 fn run_with_and_without_shapes(body: &str) -> (Vec<Result<LlmEvent, LlmError>>, usize) {
     let redactor = || Redactor::new(["sk-live-secret".to_owned()]);
-    let decode = |mut decoder: StreamDecoder| {
+    let decode = |mut decoder: StreamDecoder<ChunkParser>| {
         let mut out = Vec::new();
         // In pieces, as a socket delivers them, so that shapes are learnt and used across reads.
         for piece in body.as_bytes().chunks(97) {

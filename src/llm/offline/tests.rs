@@ -104,6 +104,7 @@ fn tool_result_is_quoted() {
         vec![
             ChatMessage::user_text("get_weather Paris"),
             ChatMessage::Assistant {
+                reasoning: Vec::new(),
                 content: None,
                 tool_calls: vec![ChatToolCall {
                     id: "call_offline_1".into(),
@@ -171,6 +172,7 @@ fn call_ids_count_previous_calls() {
         vec![
             ChatMessage::user_text("get_weather Oslo"),
             ChatMessage::Assistant {
+                reasoning: Vec::new(),
                 content: Some("calling".into()),
                 tool_calls: vec![ChatToolCall {
                     id: "call_offline_1".into(),
@@ -183,6 +185,7 @@ fn call_ids_count_previous_calls() {
                 content: "sunny".into(),
             },
             ChatMessage::Assistant {
+                reasoning: Vec::new(),
                 content: Some("The tool returned: sunny".into()),
                 tool_calls: vec![],
             },
@@ -410,6 +413,7 @@ fn progress_tools_are_called_until_every_step_is_completed() {
         );
         let id = format!("call_offline_{}", statuses.len());
         messages.push(ChatMessage::Assistant {
+            reasoning: Vec::new(),
             content: None,
             tool_calls: vec![ChatToolCall {
                 id: id.clone(),

@@ -13,8 +13,11 @@ use futures_util::{Stream, StreamExt};
 use tokio::time::{Instant, Sleep};
 
 use super::{TimedOut, JSON_BODY_LIMIT};
-use crate::llm::chunk::{ChunkParser, StreamDecoder};
+use crate::llm::anthropic::MessagesParser;
+use crate::llm::chunk::{ChunkParser, EventParser, Flow, StreamDecoder};
 use crate::llm::error::{LlmError, Redactor, TimeoutPhase};
+use crate::llm::responses::ResponsesParser;
+use crate::llm::sse::SseEvent;
 use crate::llm::LlmEvent;
 
 /// Reads a response body into events under the idle timeout. Generic over the byte stream so
@@ -39,8 +42,55 @@ pub(crate) struct BodyReader<S> {
 /// bound.
 pub(crate) const MERGED_DELTA_LIMIT: usize = 16 * 1024;
 
+/// Which parser reads the body.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Dialect {
+    /// Streamed chat-completion chunks.
+    Chat,
+    /// A chat-completions server that ignored `stream: true`: one JSON completion.
+    ChatJson,
+    /// Anthropic Messages events.
+    Messages,
+    /// OpenAI Responses events.
+    Responses,
+}
+
+/// The streaming parsers, one enum so a body reader is one type whatever the provider.
+#[derive(Debug)]
+pub(crate) enum SseParser {
+    Chat(ChunkParser),
+    Messages(MessagesParser),
+    Responses(ResponsesParser),
+}
+
+impl EventParser for SseParser {
+    fn on_event(&mut self, event: &SseEvent, out: &mut Vec<LlmEvent>) -> Result<Flow, LlmError> {
+        match self {
+            SseParser::Chat(parser) => parser.on_event(event, out),
+            SseParser::Messages(parser) => parser.on_event(event, out),
+            SseParser::Responses(parser) => parser.on_event(event, out),
+        }
+    }
+
+    fn saw_finish(&self) -> bool {
+        match self {
+            SseParser::Chat(parser) => parser.saw_finish(),
+            SseParser::Messages(parser) => parser.saw_finish(),
+            SseParser::Responses(parser) => parser.saw_finish(),
+        }
+    }
+
+    fn on_done(&mut self, out: &mut Vec<LlmEvent>) {
+        match self {
+            SseParser::Chat(parser) => parser.on_done(out),
+            SseParser::Messages(parser) => parser.on_done(out),
+            SseParser::Responses(parser) => parser.on_done(out),
+        }
+    }
+}
+
 enum BodyMode {
-    Sse(StreamDecoder),
+    Sse(StreamDecoder<SseParser>),
     /// A server that ignored `stream: true`: the whole body is one JSON document.
     Json {
         buf: Vec<u8>,
@@ -54,17 +104,24 @@ where
 {
     pub(crate) fn new(
         body: S,
-        json: bool,
+        dialect: Dialect,
         idle_timeout: Option<Duration>,
         redactor: Redactor,
     ) -> Self {
-        let mode = if json {
-            BodyMode::Json {
+        let mode = match dialect {
+            Dialect::ChatJson => BodyMode::Json {
                 buf: Vec::new(),
                 parser: ChunkParser::new(redactor),
-            }
-        } else {
-            BodyMode::Sse(StreamDecoder::new(redactor))
+            },
+            Dialect::Chat => BodyMode::Sse(StreamDecoder::with_parser(SseParser::Chat(
+                ChunkParser::new(redactor),
+            ))),
+            Dialect::Messages => BodyMode::Sse(StreamDecoder::with_parser(SseParser::Messages(
+                MessagesParser::new(redactor),
+            ))),
+            Dialect::Responses => BodyMode::Sse(StreamDecoder::with_parser(SseParser::Responses(
+                ResponsesParser::new(redactor),
+            ))),
         };
         Self {
             body,

@@ -15,6 +15,7 @@ use tokio::time::Instant;
 use crate::llm::{ChatMessage, ToolSpec, UserPart};
 
 use super::super::{ChatToolCall, FinishReason, LlmClient, Usage};
+use super::body::Dialect;
 use super::*;
 use crate::settings::{LlmProvider, Settings};
 
@@ -282,6 +283,7 @@ fn every_message_kind_request() -> ChatRequest {
                 ],
             },
             ChatMessage::Assistant {
+                reasoning: Vec::new(),
                 content: None,
                 tool_calls: vec![ChatToolCall {
                     id: "c1".into(),
@@ -294,6 +296,7 @@ fn every_message_kind_request() -> ChatRequest {
                 content: "42".into(),
             },
             ChatMessage::Assistant {
+                reasoning: Vec::new(),
                 content: Some("done".into()),
                 tool_calls: vec![],
             },
@@ -656,7 +659,7 @@ fn reader(
     .boxed();
     BodyReader::new(
         body,
-        false,
+        Dialect::Chat,
         Some(Duration::from_secs(idle)),
         Redactor::default(),
     )
@@ -724,7 +727,7 @@ async fn broken_body_is_a_stream_cut() {
         Err("connection reset by peer".to_owned()),
     ])
     .boxed();
-    let mut reader = BodyReader::new(body, false, None, Redactor::default());
+    let mut reader = BodyReader::new(body, Dialect::Chat, None, Redactor::default());
     assert_eq!(
         reader.next_event().await,
         Some(Ok(LlmEvent::TextDelta("a".into())))
@@ -757,7 +760,7 @@ async fn the_idle_limit_counts_from_the_last_chunk() {
     .boxed();
     let mut reader = BodyReader::new(
         body,
-        false,
+        Dialect::Chat,
         Some(Duration::from_secs(30)),
         Redactor::default(),
     );
@@ -807,7 +810,7 @@ async fn an_idle_limit_too_large_to_add_is_no_limit() {
     .boxed();
     let mut reader = BodyReader::new(
         body,
-        false,
+        Dialect::Chat,
         Some(Duration::from_secs(u64::MAX)),
         Redactor::default(),
     );
@@ -860,7 +863,8 @@ async fn read_pieces(pieces: Vec<String>, merge: bool) -> Vec<LlmEvent> {
             .map(|piece| Ok::<_, String>(Bytes::from(piece))),
     )
     .boxed();
-    let mut reader = BodyReader::new(body, false, None, Redactor::default()).merging_deltas(merge);
+    let mut reader =
+        BodyReader::new(body, Dialect::Chat, None, Redactor::default()).merging_deltas(merge);
     let mut events = Vec::new();
     while let Some(item) = reader.next_event().await {
         events.push(item.expect("no error"));

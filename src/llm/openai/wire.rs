@@ -42,6 +42,7 @@ pub(super) fn wire_message(message: &ChatMessage) -> ChatCompletionRequestMessag
         ChatMessage::Assistant {
             content,
             tool_calls,
+            ..
         } => {
             let text = content.as_deref().filter(|c| !c.is_empty());
             // `content` may be absent only when there are tool calls.

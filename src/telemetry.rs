@@ -75,7 +75,18 @@ fn log_filter(settings: &TelemetrySettings) -> EnvFilter {
 
 /// Colours only on a terminal: escape codes would litter a container's log collector.
 fn ansi() -> bool {
-    std::io::IsTerminal::is_terminal(&std::io::stdout())
+    colours_on(std::io::IsTerminal::is_terminal(&std::io::stdout()))
+}
+
+/// Whether output may carry colour and style escape codes: only on a terminal, and only when
+/// `NO_COLOR` is unset or empty (the convention of no-color.org, which any non-empty value
+/// turns on). The terminal client asks too.
+pub fn colours_on(output_is_terminal: bool) -> bool {
+    colours_allowed(output_is_terminal, std::env::var_os("NO_COLOR").as_deref())
+}
+
+fn colours_allowed(output_is_terminal: bool, no_color: Option<&std::ffi::OsStr>) -> bool {
+    output_is_terminal && no_color.is_none_or(std::ffi::OsStr::is_empty)
 }
 
 /// Logs alone: the log filter is global, so a span the filter rejects costs nothing at all.
@@ -107,3 +118,19 @@ pub fn continue_trace(_span: &tracing::Span, _headers: &http::HeaderMap) {}
 /// Without the `otel` feature no trace context goes upstream.
 #[cfg(not(feature = "otel"))]
 pub fn inject_trace_context(_headers: &mut http::HeaderMap) {}
+
+#[cfg(test)]
+mod tests {
+    use std::ffi::OsStr;
+
+    use super::colours_allowed;
+
+    #[test]
+    fn no_color_with_any_value_turns_colours_off_and_a_pipe_never_has_them() {
+        assert!(colours_allowed(true, None));
+        assert!(colours_allowed(true, Some(OsStr::new(""))));
+        assert!(!colours_allowed(true, Some(OsStr::new("1"))));
+        assert!(!colours_allowed(true, Some(OsStr::new("false"))));
+        assert!(!colours_allowed(false, None));
+    }
+}

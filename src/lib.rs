@@ -28,6 +28,8 @@
 //!              state keys as minimal JSON Patch operations (a leaf)
 //! text         the id, digest and truncation helpers every module shares (a leaf)
 //! clock        instants a configured duration away, saturating instead of panicking (a leaf)
+//! retry        the one retry policy (exponential backoff with jitter) of every retry loop
+//!              (a leaf)
 //! threads      threads the server remembers: the store (memory, Redis), run leases, the
 //!              record of a run, the check of a client's history against it
 //! runs         the log of each run's SSE frames: replay after a cursor, follow live, stop;
@@ -38,11 +40,11 @@
 //! client `agui-host chat`) belongs to the binary alone; the library does not compile it.
 //!
 //! # Dependency rule
-//! `protocol`, `state`, `text` and `clock` are leaves (`state`: no tokio, no agent or protocol
-//! types), and any module may use `text` (ids, truncation) and `clock`; `telemetry` uses only
-//! `settings`, and any module may use it for spans and trace context; `llm` uses only
-//! `settings` (and `telemetry`); `tools` uses `settings`; `threads` uses `protocol` and
-//! `settings`; `agent` uses `protocol`, `llm`, `state` and `tools`; `runs` uses `settings`,
+//! `protocol`, `state`, `text`, `clock` and `retry` are leaves (`state`: no tokio, no agent or
+//! protocol types), and any module may use `text` (ids, truncation), `clock` and `retry`;
+//! `telemetry` uses only `settings`, and any module may use it for spans and trace context;
+//! `llm` uses only `settings` (and `telemetry`); `tools` uses `settings`; `threads` uses
+//! `protocol` and `settings`; `agent` uses `protocol`, `llm`, `state` and `tools`; `runs` uses `settings`,
 //! `protocol` (the shape of a frame) and `text`; `http` uses `agent`, `protocol`, `threads`
 //! and `runs`; `app` wires everything. The binary's `cli` uses the library's public API only.
 //!
@@ -73,6 +75,7 @@ pub mod clock;
 pub mod http;
 pub mod llm;
 pub mod protocol;
+pub mod retry;
 pub mod runs;
 pub mod settings;
 pub mod state;

@@ -10,13 +10,14 @@
 #[cfg(feature = "otel")]
 mod export;
 pub mod genai;
+pub mod server;
 
 use tracing_subscriber::EnvFilter;
 
 use crate::settings::TelemetrySettings;
 
 #[cfg(feature = "otel")]
-pub use export::{continue_trace, inject_trace_context, is_exporting};
+pub use export::{continue_trace, inject_trace_context, is_exporting, trace_context};
 
 /// Keeps trace export running; dropping it (or [`TelemetryGuard::shutdown`]) flushes the spans
 /// not yet sent. Hold it until the server has stopped.
@@ -51,7 +52,11 @@ impl Drop for TelemetryGuard {
 /// `docs/observability.md`). A second call (tests) leaves the first one in place. Call it from
 /// within the tokio runtime: the gRPC exporter needs it.
 pub fn init(settings: &TelemetrySettings) -> TelemetryGuard {
-    genai::set_capture_content(settings.capture_content);
+    let variable = std::env::var(CAPTURE_CONTENT_VARIABLE).ok();
+    genai::set_capture_content(capture_content(
+        settings.capture_content,
+        variable.as_deref(),
+    ));
     #[cfg(feature = "otel")]
     match export::from_env(|name| std::env::var(name).ok()) {
         Ok(None) => {}
@@ -64,6 +69,21 @@ pub fn init(settings: &TelemetrySettings) -> TelemetryGuard {
     }
     init_logs_only(settings);
     TelemetryGuard::default()
+}
+
+/// The OpenTelemetry GenAI instrumentations' switch for message content on spans.
+const CAPTURE_CONTENT_VARIABLE: &str = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT";
+
+/// Whether spans carry message content: the variable, when set to a value it knows, wins over
+/// `telemetry.capture_content` (as `RUST_LOG` wins over the log filter). It takes `true` and
+/// `false`, and the newer `span_only`, `span_and_event`, `event_only` and `no_content` (this
+/// service records content on spans only), in any case.
+fn capture_content(setting: bool, variable: Option<&str>) -> bool {
+    match variable.map(|v| v.trim().to_ascii_lowercase()).as_deref() {
+        Some("true" | "span_only" | "span_and_event") => true,
+        Some("false" | "no_content" | "event_only") => false,
+        _ => setting,
+    }
 }
 
 /// The log filter: `RUST_LOG`, else the settings, else `info`.
@@ -119,11 +139,30 @@ pub fn continue_trace(_span: &tracing::Span, _headers: &http::HeaderMap) {}
 #[cfg(not(feature = "otel"))]
 pub fn inject_trace_context(_headers: &mut http::HeaderMap) {}
 
+/// Without the `otel` feature there is no trace context to pass on.
+#[cfg(not(feature = "otel"))]
+pub fn trace_context() -> std::collections::HashMap<String, String> {
+    std::collections::HashMap::new()
+}
+
 #[cfg(test)]
 mod tests {
     use std::ffi::OsStr;
 
-    use super::colours_allowed;
+    use super::{capture_content, colours_allowed};
+
+    #[test]
+    fn the_genai_content_variable_wins_over_the_setting_when_it_says_something() {
+        assert!(capture_content(false, Some("true")));
+        assert!(capture_content(false, Some("SPAN_AND_EVENT")));
+        assert!(capture_content(false, Some(" span_only ")));
+        assert!(!capture_content(true, Some("False")));
+        assert!(!capture_content(true, Some("NO_CONTENT")));
+        assert!(!capture_content(true, Some("event_only")));
+        assert!(capture_content(true, None));
+        assert!(!capture_content(false, Some("maybe")));
+        assert!(capture_content(true, Some("")));
+    }
 
     #[test]
     fn no_color_with_any_value_turns_colours_off_and_a_pipe_never_has_them() {

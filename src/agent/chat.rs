@@ -236,9 +236,25 @@ impl Agent for ChatAgent {
             queue: VecDeque::new(),
             phase: Phase::CallModel,
             progress: None,
+            // The pump calls `run` inside the run's span.
+            run_span: tracing::Span::current(),
+            run_tokens: (0, 0),
         };
+        let (provider, model) = state.provider_and_model();
+        trace::record_agent_model(&state.run_span, provider, model);
         state.start_with_decisions(request.decisions);
         Ok(stream::unfold(Box::new(state), RunState::next).boxed())
+    }
+}
+
+/// The run's tokens go on its span once, when the run is over (finished, failed or dropped):
+/// a span attribute recorded twice would be exported twice.
+impl Drop for RunState {
+    fn drop(&mut self) {
+        let (input, output) = self.run_tokens;
+        if self.model_calls > 0 {
+            trace::record_agent_usage(&self.run_span, input, output);
+        }
     }
 }
 
@@ -265,6 +281,10 @@ struct RunState {
     /// Made when the run first calls a server tool: most runs call none, and the channel's
     /// first block of slots is 3 KB.
     progress: Option<tools::ProgressChannel>,
+    /// The run's span (`invoke_agent`), which sums the tokens of its model calls.
+    run_span: tracing::Span,
+    /// Input and output tokens of the run's model calls so far.
+    run_tokens: (u64, u64),
 }
 
 enum Phase {
@@ -300,11 +320,12 @@ impl RunState {
                 Phase::Streaming {
                     mut events,
                     mut turn,
-                    trace,
+                    mut trace,
                 } => match events.next().await {
                     Some(Ok(event)) => {
                         trace.on_event(&event);
                         if let LlmEvent::Usage(usage) = &event {
+                            self.add_run_tokens(usage);
                             let usage = self.token_usage(usage);
                             self.queue.push_back(AgentUpdate::Usage(usage));
                         } else {
@@ -363,8 +384,9 @@ impl RunState {
             messages: self.history.clone(),
             tools: self.tool_specs.clone(),
         };
-        let provider = self.llm.provider_id();
-        let trace = ModelCallTrace::start(provider, &self.thread_id, &request);
+        let (provider, _) = self.provider_and_model();
+        let target = self.llm.call_target();
+        let trace = ModelCallTrace::start(provider, &self.thread_id, &target, &request);
         self.phase = Phase::Streaming {
             events: trace.traced_events(self.llm.stream_chat(request)),
             turn: Turn::new(),
@@ -373,11 +395,24 @@ impl RunState {
         Ok(())
     }
 
+    /// The provider and model of this run's model calls: the one place the run's usage, its
+    /// spans and so its metrics take them from.
+    fn provider_and_model(&self) -> (&'static str, &str) {
+        (self.llm.provider_id(), &self.model)
+    }
+
+    fn add_run_tokens(&mut self, usage: &crate::llm::Usage) {
+        let (input, output) = &mut self.run_tokens;
+        *input = input.saturating_add(usage.input_tokens);
+        *output = output.saturating_add(usage.output_tokens);
+    }
+
     /// A model call's token counts as the run reports them.
     fn token_usage(&self, usage: &crate::llm::Usage) -> TokenUsage {
+        let (provider, model) = self.provider_and_model();
         TokenUsage {
-            provider: Some(self.llm.provider_id().to_owned()),
-            model: Some(self.model.clone()),
+            provider: Some(provider.to_owned()),
+            model: Some(model.to_owned()),
             input_tokens: Some(usage.input_tokens),
             output_tokens: Some(usage.output_tokens),
             total_tokens: Some(usage.input_tokens.saturating_add(usage.output_tokens)),

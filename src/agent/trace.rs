@@ -11,7 +11,7 @@ use serde_json::{json, Value};
 use tracing::Span;
 
 use crate::llm::{
-    ChatMessage, ChatRequest, ChatToolCall, FinishReason, LlmError, LlmEvent, UserPart,
+    CallTarget, ChatMessage, ChatRequest, ChatToolCall, FinishReason, LlmError, LlmEvent, UserPart,
 };
 use crate::telemetry::genai;
 use crate::tools::{result_text, ToolError, ToolOutput};
@@ -21,14 +21,31 @@ use crate::tools::{result_text, ToolError, ToolOutput};
 #[derive(Debug, Clone)]
 pub(super) struct ModelCallTrace {
     span: Span,
+    /// The call's finish reason once the model gave it, for its output messages.
+    finish_reason: Option<String>,
 }
 
 impl ModelCallTrace {
-    pub(super) fn start(provider: &str, thread_id: &str, request: &ChatRequest) -> Self {
-        let model = request.model.as_deref().unwrap_or_default();
-        let span = genai::model_call_span(provider, model, thread_id);
+    pub(super) fn start(
+        provider: &str,
+        thread_id: &str,
+        target: &CallTarget,
+        request: &ChatRequest,
+    ) -> Self {
+        let span = genai::model_call_span(&genai::ModelCall {
+            provider,
+            model: request.model.as_deref().unwrap_or_default(),
+            thread_id,
+            server_address: target.server_address.as_deref(),
+            server_port: target.server_port,
+            temperature: target.temperature,
+            max_tokens: target.max_tokens,
+        });
         genai::record_input_messages(&span, || input_messages(&request.messages));
-        ModelCallTrace { span }
+        ModelCallTrace {
+            span,
+            finish_reason: None,
+        }
     }
 
     /// Polls `events` inside the span, so the upstream request carries its trace context.
@@ -47,8 +64,11 @@ impl ModelCallTrace {
         .boxed()
     }
 
-    pub(super) fn on_event(&self, event: &LlmEvent) {
+    pub(super) fn on_event(&mut self, event: &LlmEvent) {
         match event {
+            LlmEvent::Response { id, model } => {
+                genai::record_response(&self.span, id.as_deref(), model.as_deref());
+            }
             LlmEvent::Usage(usage) => genai::record_usage(
                 &self.span,
                 usage.input_tokens,
@@ -57,7 +77,9 @@ impl ModelCallTrace {
                 usage.reasoning_tokens,
             ),
             LlmEvent::Finished { reason } => {
-                genai::record_finish_reason(&self.span, finish_reason(reason))
+                let reason = finish_reason(reason);
+                genai::record_finish_reason(&self.span, reason);
+                self.finish_reason = Some(reason.to_owned());
             }
             _ => {}
         }
@@ -79,7 +101,11 @@ impl ModelCallTrace {
                 parts.push(json!({"type": "text", "content": text}));
             }
             parts.extend(calls.map(|(id, name, arguments)| tool_call_part(id, name, arguments)));
-            json!([{"role": "assistant", "parts": parts}]).to_string()
+            // The schema requires a finish reason on every output message; a stream cut short
+            // gave none, and the conventions name that `error`.
+            let finish_reason = self.finish_reason.as_deref().unwrap_or("error");
+            json!([{"role": "assistant", "parts": parts, "finish_reason": finish_reason}])
+                .to_string()
         });
     }
 }
@@ -98,6 +124,16 @@ fn finish_reason(reason: &FinishReason) -> &str {
 /// The span of one server tool call.
 pub(super) fn tool_span(call: &ChatToolCall) -> Span {
     genai::tool_span(&call.name, &call.id)
+}
+
+/// The run's span: the provider and model its agent calls.
+pub(super) fn record_agent_model(run_span: &Span, provider: &str, model: &str) {
+    genai::record_agent_model(run_span, provider, model);
+}
+
+/// The run's span: the tokens of its model calls so far.
+pub(super) fn record_agent_usage(run_span: &Span, input_tokens: u64, output_tokens: u64) {
+    genai::record_agent_usage(run_span, input_tokens, output_tokens);
 }
 
 /// Records how a tool call ended (and its arguments and result when content is captured).

@@ -28,7 +28,7 @@ use super::threads::{self, Prepared, ThreadRun};
 use super::{ApiError, AppState};
 use crate::agent::{AgentStream, AgentUpdate, RunRequest};
 use crate::protocol::{EventBody, RunEncoder, KEEP_ALIVE_FRAME};
-use crate::telemetry::{self, genai};
+use crate::telemetry::genai;
 
 /// Most bytes gathered into one body chunk when several updates are ready at once: batching
 /// saves a write per event under load without holding back a slow stream.
@@ -107,9 +107,8 @@ async fn run_agent(
         .runs
         .as_deref()
         .is_some_and(|resumable| resumable.continues(headers, request.forwarded_props.as_ref()));
+    // A child of the request's HTTP server span, which continued the caller's trace.
     let span = genai::run_span(agent_name, &request.thread_id, &request.run_id);
-    // Before the span is first entered: a started span keeps the trace it began in.
-    telemetry::continue_trace(&span, headers);
     let mut encoder = RunEncoder::new(
         request.version,
         request.thread_id.clone(),

@@ -228,6 +228,20 @@ impl HttpBackend {
         &self.default_model
     }
 
+    pub(crate) fn call_target(&self) -> super::CallTarget {
+        super::CallTarget {
+            // Without an IPv6 address's brackets.
+            server_address: self.url.host_str().map(|host| {
+                host.trim_start_matches('[')
+                    .trim_end_matches(']')
+                    .to_owned()
+            }),
+            server_port: self.url.port_or_known_default(),
+            temperature: self.temperature,
+            max_tokens: self.max_tokens,
+        }
+    }
+
     fn model_for(&self, request: &ChatRequest) -> String {
         request
             .model

@@ -4,9 +4,9 @@
 //!
 //! Export is on only when an OTLP endpoint is set. Then logs and traces get separate filters:
 //! `RUST_LOG` keeps choosing the log lines, and never silences a span an operator traces, while
-//! only the spans `genai` builds (they carry `otel.name`) and the service's own log events
-//! inside them are exported; the HTTP layer's `request` span and the dependencies' spans stay in
-//! the logs.
+//! only the spans `server` and `genai` build (they carry `otel.name`) and the service's own log
+//! events inside them are exported; the dependencies' spans stay in the logs. JSON log lines
+//! then carry the `trace_id` and `span_id` of the span they were written in.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -25,7 +25,10 @@ use opentelemetry_sdk::Resource;
 use tracing::{Level, Metadata};
 use tracing_opentelemetry::OpenTelemetrySpanExt;
 use tracing_subscriber::filter::filter_fn;
+use tracing_subscriber::fmt::format::Writer;
+use tracing_subscriber::fmt::{FmtContext, FormatEvent, FormatFields};
 use tracing_subscriber::layer::SubscriberExt;
+use tracing_subscriber::registry::LookupSpan;
 use tracing_subscriber::util::SubscriberInitExt;
 use tracing_subscriber::Layer;
 
@@ -64,6 +67,17 @@ pub fn inject_trace_context(headers: &mut http::HeaderMap) {
     }
     let context = tracing::Span::current().context();
     TraceContextPropagator::new().inject_context(&context, &mut HeaderInjector(headers));
+}
+
+/// The current span's `traceparent` (and `tracestate`), as the name-value pairs a carrier other
+/// than HTTP headers takes (an MCP request's `params._meta`). Empty when nothing is exported.
+pub fn trace_context() -> std::collections::HashMap<String, String> {
+    let mut carrier = std::collections::HashMap::new();
+    if is_exporting() {
+        let context = tracing::Span::current().context();
+        TraceContextPropagator::new().inject_context(&context, &mut carrier);
+    }
+    carrier
 }
 
 /// The OTLP transport.
@@ -171,10 +185,15 @@ pub(super) fn init_with_export(
         .with_tracer(tracer)
         .with_filter(filter_fn(is_exported));
     let logs = if settings.json {
+        let json = tracing_subscriber::fmt::format()
+            .json()
+            .flatten_event(true)
+            .with_current_span(true);
         tracing_subscriber::fmt::layer()
             .json()
             .flatten_event(true)
             .with_current_span(true)
+            .event_format(WithTraceIds(json))
             .boxed()
     } else {
         tracing_subscriber::fmt::layer()
@@ -199,6 +218,62 @@ pub(super) fn init_with_export(
     TelemetryGuard {
         exporter: Some(exporter),
     }
+}
+
+/// A JSON log line with the `trace_id` and `span_id` of the exported span it was written in
+/// (the innermost one, when the current span is not exported itself) first, so a log backend
+/// can take a line to its trace. Lines outside any exported span are left as they are.
+struct WithTraceIds<F>(F);
+
+impl<S, N, F> FormatEvent<S, N> for WithTraceIds<F>
+where
+    S: tracing::Subscriber + for<'a> LookupSpan<'a>,
+    N: for<'a> FormatFields<'a> + 'static,
+    F: FormatEvent<S, N>,
+{
+    fn format_event(
+        &self,
+        ctx: &FmtContext<'_, S, N>,
+        mut writer: Writer<'_>,
+        event: &tracing::Event<'_>,
+    ) -> std::fmt::Result {
+        let Some((trace_id, span_id)) = exported_span_ids(ctx) else {
+            return self.0.format_event(ctx, writer, event);
+        };
+        let mut line = String::new();
+        self.0.format_event(ctx, Writer::new(&mut line), event)?;
+        match line.strip_prefix('{') {
+            Some(rest) => {
+                let comma = if rest.starts_with('}') { "" } else { "," };
+                write!(
+                    writer,
+                    "{{\"trace_id\":\"{trace_id}\",\"span_id\":\"{span_id}\"{comma}{rest}"
+                )
+            }
+            None => writer.write_str(&line),
+        }
+    }
+}
+
+/// The trace and span id of the innermost exported span around the event being logged.
+fn exported_span_ids<S, N>(ctx: &FmtContext<'_, S, N>) -> Option<(String, String)>
+where
+    S: tracing::Subscriber + for<'a> LookupSpan<'a>,
+    N: for<'a> FormatFields<'a> + 'static,
+{
+    let current = ctx.lookup_current()?;
+    tracing::dispatcher::get_default(|dispatch| {
+        current.scope().find_map(|span| {
+            let context = tracing_opentelemetry::get_otel_context(&span.id(), dispatch)?;
+            let span_context = context.span().span_context().clone();
+            span_context.is_valid().then(|| {
+                (
+                    span_context.trace_id().to_string(),
+                    span_context.span_id().to_string(),
+                )
+            })
+        })
+    })
 }
 
 /// The spans `genai` builds (they name themselves with `otel.name`), and this service's log

@@ -13,6 +13,7 @@ mod call;
 mod connection;
 mod content;
 mod identity;
+mod trace;
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, RwLock};

@@ -302,17 +302,8 @@ pub(crate) struct ChunkParser {
     head: SharedHead,
     /// The chunks this reply repeats but for one string, read without the JSON parser.
     shapes: Shapes,
-    /// Whether the reply's `id` and `model` were found (see [`ChunkParser::name_response`]).
-    named: bool,
-}
-
-/// The members of a chunk's head that name the completion.
-#[derive(Debug, Default, Deserialize)]
-struct ResponseNames {
-    #[serde(default, deserialize_with = "lenient")]
-    id: Option<String>,
-    #[serde(default, deserialize_with = "lenient")]
-    model: Option<String>,
+    /// The reply's `id` and `model`, for traces.
+    names: names::ResponseNamer,
 }
 
 /// Why `[DONE]` after chunks that never carried a choice is an error: every chat completion
@@ -370,7 +361,7 @@ impl ChunkParser {
                     .then(|| self.head.tail(data))
                     .flatten();
                 let found = learnable.and_then(|tail| Some((tail, one_string(&chunk)?)));
-                self.name_response(data, out);
+                self.names.name(data, self.choice_index.is_some(), out);
                 let flow = self.on_chunk(chunk, data, out)?;
                 if let Some((tail, (choice, found))) = found {
                     self.learn_shape(data, tail, choice, &found);
@@ -472,23 +463,6 @@ impl ChunkParser {
                 },
                 out,
             ),
-        }
-    }
-
-    /// The completion's `id` and `model` (for traces), from the first chunk that names either:
-    /// the head of every chunk repeats them. Looked for until a chunk with a choice has been
-    /// read (Azure's first chunk, its prompt filter results, names nothing), so a reply costs
-    /// one or two extra reads of a chunk at most.
-    fn name_response(&mut self, data: &str, out: &mut Vec<LlmEvent>) {
-        if self.named || self.choice_index.is_some() {
-            return;
-        }
-        let names = serde_json::from_str::<ResponseNames>(data).unwrap_or_default();
-        let id = names.id.filter(|id| !id.is_empty());
-        let model = names.model.filter(|model| !model.is_empty());
-        if id.is_some() || model.is_some() {
-            self.named = true;
-            out.push(LlmEvent::Response { id, model });
         }
     }
 
@@ -865,6 +839,7 @@ impl StreamDecoder {
 /// The typed fast path of [`parse_object`].
 mod fast;
 mod head;
+mod names;
 mod shape;
 
 #[cfg(test)]

@@ -319,7 +319,12 @@ fn assemble(
         .collect();
     let discovery = Arc::new(Discovery::new(settings, &registered_tools));
     let shutdown = Shutdown::new();
-    let metrics = Arc::new(Metrics::new());
+    let metrics = Arc::new(Metrics::for_agents(settings.agents.iter().map(
+        |(name, agent)| {
+            let model = crate::agent::agent_model(&llm, agent.model.as_deref());
+            (name.clone(), model)
+        },
+    )));
     let state = AppState {
         agents: Arc::new(agents),
         default_agent: settings.default_agent.clone(),

@@ -217,11 +217,7 @@ impl Agent for ChatAgent {
         let mut state = RunState {
             llm: self.llm.clone(),
             config: self.config.clone(),
-            model: self
-                .config
-                .model
-                .clone()
-                .unwrap_or_else(|| self.llm.default_model().to_owned()),
+            model: agent_model(&self.llm, self.config.model.as_deref()).model,
             server_tools,
             client_tools,
             tool_specs,
@@ -255,6 +251,23 @@ impl Drop for RunState {
         if self.model_calls > 0 {
             trace::record_agent_usage(&self.run_span, input, output);
         }
+    }
+}
+
+/// The provider and model an agent's model calls name.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AgentModel {
+    pub provider: &'static str,
+    pub model: String,
+}
+
+/// The provider and model of an agent whose settings name `configured` (its `model`), else the
+/// client's default model: the one rule its runs, their spans and usage, and the metrics' labels
+/// follow.
+pub fn agent_model(llm: &LlmClient, configured: Option<&str>) -> AgentModel {
+    AgentModel {
+        provider: llm.provider_id(),
+        model: configured.map_or_else(|| llm.default_model().to_owned(), str::to_owned),
     }
 }
 

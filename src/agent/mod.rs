@@ -46,7 +46,7 @@ use crate::protocol::{
     TokenUsage,
 };
 
-pub use chat::{ChatAgent, ChatAgentConfig};
+pub use chat::{agent_model, AgentModel, ChatAgent, ChatAgentConfig};
 pub use history::{to_chat_messages, SYNTHETIC_MISSING_RESULT};
 pub use ledger::{ClaimError, DecisionClaims};
 pub use mapper::{map_updates, UpdateMapper};

@@ -1,7 +1,7 @@
 //! Logs and traces: `tracing-subscriber` with an `EnvFilter` (`RUST_LOG` wins over the
 //! settings), JSON lines in production, human-readable lines in development; and, when an OTLP
 //! endpoint is configured in the environment, OpenTelemetry trace export (`export`) of the spans
-//! that `genai` names.
+//! that `server` and `genai` name, and of the GenAI metrics (`metrics`).
 //!
 //! JSON lines carry the current span and the list of spans: a run's lines name its agent, thread
 //! id and run id (the `run` span) and the request's method, path and `x-request-id` (the
@@ -10,6 +10,7 @@
 #[cfg(feature = "otel")]
 mod export;
 pub mod genai;
+pub mod metrics;
 pub mod server;
 
 use tracing_subscriber::EnvFilter;
@@ -26,6 +27,8 @@ pub use export::{continue_trace, inject_trace_context, is_exporting, trace_conte
 pub struct TelemetryGuard {
     #[cfg(feature = "otel")]
     exporter: Option<export::Exporter>,
+    #[cfg(feature = "otel")]
+    meters: Option<opentelemetry_sdk::metrics::SdkMeterProvider>,
 }
 
 impl TelemetryGuard {
@@ -38,6 +41,10 @@ impl TelemetryGuard {
         #[cfg(feature = "otel")]
         if let Some(exporter) = self.exporter.take() {
             exporter.shutdown();
+        }
+        #[cfg(feature = "otel")]
+        if let Some(meters) = self.meters.take() {
+            export::shutdown_meters(meters);
         }
     }
 }
@@ -57,6 +64,32 @@ pub fn init(settings: &TelemetrySettings) -> TelemetryGuard {
         settings.capture_content,
         variable.as_deref(),
     ));
+    #[allow(unused_mut)] // without the `otel` feature there is nothing to add
+    let mut guard = init_traces(settings);
+    #[cfg(feature = "otel")]
+    {
+        guard.meters = init_metrics();
+    }
+    guard
+}
+
+/// Installs the meter provider when the environment asks for metric export.
+#[cfg(feature = "otel")]
+fn init_metrics() -> Option<opentelemetry_sdk::metrics::SdkMeterProvider> {
+    let problem = match export::signal_from_env("METRICS", |name| std::env::var(name).ok()) {
+        Ok(None) => return None,
+        Ok(Some(config)) => match metrics::install(&config) {
+            Ok(provider) => return Some(provider),
+            Err(problem) => problem,
+        },
+        Err(problem) => problem,
+    };
+    tracing::error!(%problem, "OpenTelemetry metric export is off");
+    None
+}
+
+/// Logs, and trace export when the environment asks for it.
+fn init_traces(settings: &TelemetrySettings) -> TelemetryGuard {
     #[cfg(feature = "otel")]
     match export::from_env(|name| std::env::var(name).ok()) {
         Ok(None) => {}

@@ -235,6 +235,7 @@ impl Agent for ChatAgent {
             // The pump calls `run` inside the run's span.
             run_span: tracing::Span::current(),
             run_tokens: (0, 0),
+            started: std::time::Instant::now(),
         };
         let (provider, model) = state.provider_and_model();
         trace::record_agent_model(&state.run_span, provider, model);
@@ -244,13 +245,18 @@ impl Agent for ChatAgent {
 }
 
 /// The run's tokens go on its span once, when the run is over (finished, failed or dropped):
-/// a span attribute recorded twice would be exported twice.
+/// a span attribute recorded twice would be exported twice. Its duration is recorded then too.
 impl Drop for RunState {
     fn drop(&mut self) {
-        let (input, output) = self.run_tokens;
-        if self.model_calls > 0 {
-            trace::record_agent_usage(&self.run_span, input, output);
-        }
+        let tokens = (self.model_calls > 0).then_some(self.run_tokens);
+        let (provider, model) = self.provider_and_model();
+        trace::record_run_end(
+            &self.run_span,
+            &self.config.name,
+            (provider, model),
+            tokens,
+            self.started,
+        );
     }
 }
 
@@ -298,6 +304,7 @@ struct RunState {
     run_span: tracing::Span,
     /// Input and output tokens of the run's model calls so far.
     run_tokens: (u64, u64),
+    started: std::time::Instant,
 }
 
 enum Phase {
@@ -551,7 +558,9 @@ impl RunState {
         };
         let span = trace::tool_span(&call);
         let traced = span.clone();
+        let agent = self.config.name.clone();
         async move {
+            let started = std::time::Instant::now();
             let output = async {
                 let registered = registered.ok_or_else(|| ToolError::Unknown(call.name.clone()))?;
                 let arguments = parse_arguments(&call.arguments)?;
@@ -566,6 +575,7 @@ impl RunState {
             }
             .await;
             trace::record_tool_call(&traced, &call, &output);
+            trace::record_tool_duration(&agent, &call, &output, started);
             ToolCallOutcome { call, output }
         }
         .instrument(span)

@@ -1,9 +1,10 @@
 //! How `ChatAgent` traces a run: the span of each model call (usage, finish reason, error, and
 //! the messages when content is captured) and of each server tool call, on top of the span
-//! builders in `telemetry::genai`. Message content uses the GenAI conventions' JSON shape
+//! builders in `telemetry::genai`; and the GenAI metrics of each (`telemetry::metrics`). Message content uses the GenAI conventions' JSON shape
 //! (`{"role", "parts": [{"type": "text" | "tool_call" | "tool_call_response" | "uri", ...}]}`).
 
 use std::task::Poll;
+use std::time::Instant;
 
 use futures_util::stream::{self, BoxStream};
 use futures_util::StreamExt;
@@ -13,7 +14,7 @@ use tracing::Span;
 use crate::llm::{
     CallTarget, ChatMessage, ChatRequest, ChatToolCall, FinishReason, LlmError, LlmEvent, UserPart,
 };
-use crate::telemetry::genai;
+use crate::telemetry::{genai, metrics};
 use crate::tools::{result_text, ToolError, ToolOutput};
 
 /// The span of one model call; it ends when the last clone (the one the event stream holds) is
@@ -23,11 +24,17 @@ pub(super) struct ModelCallTrace {
     span: Span,
     /// The call's finish reason once the model gave it, for its output messages.
     finish_reason: Option<String>,
+    /// For the GenAI metrics: the call's provider and model, when it started, and whether its
+    /// first chunk has come.
+    provider: &'static str,
+    model: String,
+    started: Instant,
+    first_chunk_seen: bool,
 }
 
 impl ModelCallTrace {
     pub(super) fn start(
-        provider: &str,
+        provider: &'static str,
         thread_id: &str,
         target: &CallTarget,
         request: &ChatRequest,
@@ -45,6 +52,19 @@ impl ModelCallTrace {
         ModelCallTrace {
             span,
             finish_reason: None,
+            provider,
+            model: request.model.clone().unwrap_or_default(),
+            started: Instant::now(),
+            first_chunk_seen: false,
+        }
+    }
+
+    fn operation(&self) -> metrics::Operation<'_> {
+        metrics::Operation {
+            name: "chat",
+            provider: Some(self.provider),
+            model: Some(&self.model),
+            ..metrics::Operation::default()
         }
     }
 
@@ -65,6 +85,14 @@ impl ModelCallTrace {
     }
 
     pub(super) fn on_event(&mut self, event: &LlmEvent) {
+        if !self.first_chunk_seen && metrics::is_exporting() {
+            let waited = self.started.elapsed().as_secs_f64();
+            metrics::record_time_to_first_chunk(&self.operation(), waited);
+        }
+        self.first_chunk_seen = true;
+        if let LlmEvent::Usage(usage) = event {
+            metrics::record_tokens(&self.operation(), usage.input_tokens, usage.output_tokens);
+        }
         match event {
             LlmEvent::Response { id, model } => {
                 genai::record_response(&self.span, id.as_deref(), model.as_deref());
@@ -87,14 +115,21 @@ impl ModelCallTrace {
 
     pub(super) fn on_error(&self, code: &str) {
         genai::record_error(&self.span, code);
+        let failed = metrics::Operation {
+            error: Some(code),
+            ..self.operation()
+        };
+        metrics::record_duration(&failed, self.started.elapsed().as_secs_f64());
     }
 
-    /// What the model answered in this call (recorded only when content is captured).
+    /// What the model answered in this call (recorded only when content is captured), and how
+    /// long the call took.
     pub(super) fn on_answer<'a>(
         &self,
         text: &str,
         calls: impl Iterator<Item = (&'a str, Option<&'a str>, &'a str)>,
     ) {
+        metrics::record_duration(&self.operation(), self.started.elapsed().as_secs_f64());
         genai::record_output_messages(&self.span, || {
             let mut parts = Vec::new();
             if !text.is_empty() {
@@ -131,9 +166,42 @@ pub(super) fn record_agent_model(run_span: &Span, provider: &str, model: &str) {
     genai::record_agent_model(run_span, provider, model);
 }
 
-/// The run's span: the tokens of its model calls so far.
-pub(super) fn record_agent_usage(run_span: &Span, input_tokens: u64, output_tokens: u64) {
-    genai::record_agent_usage(run_span, input_tokens, output_tokens);
+/// The run is over: the tokens of its model calls on its span, and its duration.
+pub(super) fn record_run_end(
+    run_span: &Span,
+    agent: &str,
+    (provider, model): (&str, &str),
+    tokens: Option<(u64, u64)>,
+    started: Instant,
+) {
+    if let Some((input_tokens, output_tokens)) = tokens {
+        genai::record_agent_usage(run_span, input_tokens, output_tokens);
+    }
+    let run = metrics::Operation {
+        name: "invoke_agent",
+        provider: Some(provider),
+        model: Some(model),
+        agent: Some(agent),
+        ..metrics::Operation::default()
+    };
+    metrics::record_duration(&run, started.elapsed().as_secs_f64());
+}
+
+/// How long a server tool call took, and how it failed if it did.
+pub(super) fn record_tool_duration(
+    agent: &str,
+    call: &ChatToolCall,
+    output: &Result<ToolOutput, ToolError>,
+    started: Instant,
+) {
+    let tool = metrics::Operation {
+        name: "execute_tool",
+        agent: Some(agent),
+        tool: Some(&call.name),
+        error: output.as_ref().err().map(ToolError::kind),
+        ..metrics::Operation::default()
+    };
+    metrics::record_duration(&tool, started.elapsed().as_secs_f64());
 }
 
 /// Records how a tool call ended (and its arguments and result when content is captured).

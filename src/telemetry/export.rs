@@ -91,14 +91,23 @@ pub(super) enum Protocol {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) struct ExportConfig {
     pub(super) protocol: Protocol,
-    /// The endpoint as configured (traces-specific variable first), for the log and TLS.
+    /// The endpoint as configured (the signal's own variable first), for the log and TLS.
     pub(super) endpoint: String,
 }
 
-/// Reads the standard variables through `var`. `Ok(None)`: export is off (no endpoint set,
-/// `OTEL_SDK_DISABLED=true`, or `OTEL_TRACES_EXPORTER=none`). `Err`: a value this build cannot
-/// honour, named.
+/// Reads the standard variables of trace export through `var`. `Ok(None)`: export is off (no
+/// endpoint set, `OTEL_SDK_DISABLED=true`, or `OTEL_TRACES_EXPORTER=none`). `Err`: a value this
+/// build cannot honour, named.
 pub(super) fn from_env(
+    var: impl Fn(&str) -> Option<String>,
+) -> Result<Option<ExportConfig>, String> {
+    signal_from_env("TRACES", var)
+}
+
+/// [`from_env`] for a signal: `TRACES` or `METRICS` (`OTEL_METRICS_EXPORTER`,
+/// `OTEL_EXPORTER_OTLP_METRICS_ENDPOINT`, ...).
+pub(super) fn signal_from_env(
+    signal: &str,
     var: impl Fn(&str) -> Option<String>,
 ) -> Result<Option<ExportConfig>, String> {
     let var = |name: &str| {
@@ -109,22 +118,24 @@ pub(super) fn from_env(
     if var("OTEL_SDK_DISABLED").is_some_and(|v| v.eq_ignore_ascii_case("true")) {
         return Ok(None);
     }
-    match var("OTEL_TRACES_EXPORTER").as_deref() {
+    let exporter = format!("OTEL_{signal}_EXPORTER");
+    match var(&exporter).as_deref() {
         None | Some("otlp") => {}
         Some("none") => return Ok(None),
         Some(other) => {
             return Err(format!(
-                "OTEL_TRACES_EXPORTER=`{other}` is not supported (use `otlp` or `none`)"
+                "{exporter}=`{other}` is not supported (use `otlp` or `none`)"
             ))
         }
     }
-    let Some(endpoint) =
-        var("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT").or_else(|| var("OTEL_EXPORTER_OTLP_ENDPOINT"))
+    let Some(endpoint) = var(&format!("OTEL_EXPORTER_OTLP_{signal}_ENDPOINT"))
+        .or_else(|| var("OTEL_EXPORTER_OTLP_ENDPOINT"))
     else {
         return Ok(None);
     };
-    let (name, value) = match var("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL") {
-        Some(value) => ("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", Some(value)),
+    let signal_protocol = format!("OTEL_EXPORTER_OTLP_{signal}_PROTOCOL");
+    let (name, value) = match var(&signal_protocol) {
+        Some(value) => (signal_protocol.as_str(), Some(value)),
         None => (
             "OTEL_EXPORTER_OTLP_PROTOCOL",
             var("OTEL_EXPORTER_OTLP_PROTOCOL"),
@@ -150,20 +161,32 @@ pub(super) struct Exporter {
 }
 
 impl Exporter {
-    /// Sends what is buffered and stops. `shutdown` blocks on the export; inside the server's
-    /// multi-threaded runtime the other workers keep the gRPC channel's tasks running meanwhile.
+    /// Sends what is buffered and stops.
     pub(super) fn shutdown(self) {
         let provider = self.provider;
-        let flush = move || provider.shutdown_with_timeout(SHUTDOWN_TIMEOUT);
-        let result = match tokio::runtime::Handle::try_current() {
-            Ok(handle) if handle.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread => {
-                tokio::task::block_in_place(flush)
-            }
-            _ => flush(),
-        };
+        let result = blocking(move || provider.shutdown_with_timeout(SHUTDOWN_TIMEOUT));
         if let Err(error) = result {
             tracing::warn!(%error, "OpenTelemetry: the last spans may not have been sent");
         }
+    }
+}
+
+/// Exports the last metrics and stops the meter provider.
+pub(super) fn shutdown_meters(provider: opentelemetry_sdk::metrics::SdkMeterProvider) {
+    let result = blocking(move || provider.shutdown_with_timeout(SHUTDOWN_TIMEOUT));
+    if let Err(error) = result {
+        tracing::warn!(%error, "OpenTelemetry: the last metrics may not have been sent");
+    }
+}
+
+/// Runs an exporter's blocking flush. Inside the server's multi-threaded runtime it blocks in
+/// place, so the other workers keep the gRPC channel's tasks running meanwhile.
+fn blocking<T>(flush: impl FnOnce() -> T) -> T {
+    match tokio::runtime::Handle::try_current() {
+        Ok(handle) if handle.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread => {
+            tokio::task::block_in_place(flush)
+        }
+        _ => flush(),
     }
 }
 
@@ -217,6 +240,7 @@ pub(super) fn init_with_export(
     );
     TelemetryGuard {
         exporter: Some(exporter),
+        meters: None,
     }
 }
 
@@ -312,7 +336,7 @@ fn build_provider(config: &ExportConfig) -> Result<SdkTracerProvider, String> {
 
 /// `service.name` from OTEL_SERVICE_NAME or OTEL_RESOURCE_ATTRIBUTES, else `agui-host` (rather
 /// than the SDK's `unknown_service`); `service.version` unless the environment sets one.
-fn resource() -> Resource {
+pub(super) fn resource() -> Resource {
     let detected = || {
         Resource::builder_empty()
             .with_attribute(KeyValue::new("service.version", env!("CARGO_PKG_VERSION")))
@@ -395,6 +419,47 @@ mod tests {
                 endpoint: "https://traces:4317".to_owned(),
             }))
         );
+    }
+
+    #[test]
+    fn metrics_read_their_own_variables_first_and_may_be_turned_off_alone() {
+        let vars = |vars: &'static [(&'static str, &'static str)]| {
+            move |name: &str| {
+                vars.iter()
+                    .find(|(key, _)| *key == name)
+                    .map(|(_, value)| (*value).to_owned())
+            }
+        };
+        let both = vars(&[
+            ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://collector:4318"),
+            (
+                "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT",
+                "https://metrics:4317",
+            ),
+            ("OTEL_EXPORTER_OTLP_METRICS_PROTOCOL", "grpc"),
+            ("OTEL_TRACES_EXPORTER", "none"),
+        ]);
+        assert_eq!(signal_from_env("TRACES", both), Ok(None));
+        assert_eq!(
+            signal_from_env("METRICS", both),
+            Ok(Some(ExportConfig {
+                protocol: Protocol::Grpc,
+                endpoint: "https://metrics:4317".to_owned(),
+            }))
+        );
+        let off = vars(&[
+            ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://collector:4318"),
+            ("OTEL_METRICS_EXPORTER", "none"),
+        ]);
+        assert_eq!(signal_from_env("METRICS", off), Ok(None));
+        assert!(signal_from_env("TRACES", off).unwrap().is_some());
+        let unknown = vars(&[
+            ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://collector:4318"),
+            ("OTEL_METRICS_EXPORTER", "prometheus"),
+        ]);
+        assert!(signal_from_env("METRICS", unknown)
+            .unwrap_err()
+            .contains("OTEL_METRICS_EXPORTER=`prometheus`"));
     }
 
     #[test]

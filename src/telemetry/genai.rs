@@ -126,7 +126,7 @@ pub fn model_call_span(call: &ModelCall<'_>) -> Span {
 }
 
 /// The convention's well-known provider names, where ours differ.
-fn provider_name(provider: &str) -> &str {
+pub(super) fn provider_name(provider: &str) -> &str {
     match provider {
         "azure" => "azure.ai.openai",
         other => other,

@@ -16,6 +16,9 @@ use axum::http::header;
 use axum::response::IntoResponse;
 use axum::routing::post;
 use axum::Router;
+use opentelemetry_proto::tonic::collector::metrics::v1::{
+    ExportMetricsServiceRequest, ExportMetricsServiceResponse,
+};
 use opentelemetry_proto::tonic::collector::trace::v1::trace_service_server::{
     TraceService, TraceServiceServer,
 };
@@ -24,6 +27,8 @@ use opentelemetry_proto::tonic::collector::trace::v1::{
 };
 use opentelemetry_proto::tonic::common::v1::any_value::Value as AnyValue;
 use opentelemetry_proto::tonic::common::v1::KeyValue;
+use opentelemetry_proto::tonic::metrics::v1::metric::Data as MetricData;
+use opentelemetry_proto::tonic::metrics::v1::HistogramDataPoint;
 use opentelemetry_proto::tonic::trace::v1::span::SpanKind;
 use opentelemetry_proto::tonic::trace::v1::Span;
 use prost::Message;
@@ -42,6 +47,7 @@ const CALLER_SPAN_ID: &str = "00f067aa0ba902b7";
 #[derive(Clone, Default)]
 struct Receiver {
     exports: Arc<Mutex<Vec<ExportTraceServiceRequest>>>,
+    metric_exports: Arc<Mutex<Vec<ExportMetricsServiceRequest>>>,
 }
 
 impl Receiver {
@@ -50,6 +56,7 @@ impl Receiver {
         let address = listener.local_addr().unwrap();
         let router = Router::new()
             .route("/v1/traces", post(receive))
+            .route("/v1/metrics", post(receive_metrics))
             .with_state(self.clone());
         tokio::spawn(async move { axum::serve(listener, router).await });
         format!("http://{address}")
@@ -92,6 +99,15 @@ async fn receive(State(receiver): State<Receiver>, body: Bytes) -> impl IntoResp
     (
         [(header::CONTENT_TYPE, "application/x-protobuf")],
         ExportTraceServiceResponse::default().encode_to_vec(),
+    )
+}
+
+async fn receive_metrics(State(receiver): State<Receiver>, body: Bytes) -> impl IntoResponse {
+    let export = ExportMetricsServiceRequest::decode(body).expect("an OTLP protobuf export");
+    receiver.metric_exports.lock().unwrap().push(export);
+    (
+        [(header::CONTENT_TYPE, "application/x-protobuf")],
+        ExportMetricsServiceResponse::default().encode_to_vec(),
     )
 }
 
@@ -875,4 +891,127 @@ approval = "always"
         .unwrap_or_else(|| panic!("a `run ended` line for r2: {server_log}"));
     assert_eq!(ended["trace_id"], TRACE_ID);
     assert_eq!(ended["span_id"], hex(&run.span_id));
+}
+
+impl Receiver {
+    /// The data points of histogram `name` in the last export that had it (the exporter sends
+    /// cumulative totals, so the last is the whole run).
+    fn histogram(&self, name: &str) -> Vec<HistogramDataPoint> {
+        let exports = self.metric_exports.lock().unwrap();
+        exports
+            .iter()
+            .rev()
+            .flat_map(|export| &export.resource_metrics)
+            .flat_map(|resource| &resource.scope_metrics)
+            .flat_map(|scope| &scope.metrics)
+            .find(|metric| metric.name == name)
+            .map(|metric| match &metric.data {
+                Some(MetricData::Histogram(histogram)) => histogram.data_points.clone(),
+                other => panic!("{name} is not a histogram: {other:?}"),
+            })
+            .unwrap_or_default()
+    }
+}
+
+/// The one data point of `points` whose attributes include every `(key, value)` of `wanted`.
+fn point<'a>(points: &'a [HistogramDataPoint], wanted: &[(&str, &str)]) -> &'a HistogramDataPoint {
+    let found: Vec<&HistogramDataPoint> = points
+        .iter()
+        .filter(|point| {
+            wanted.iter().all(|(key, value)| {
+                string_attribute(&point.attributes, key).as_deref() == Some(*value)
+            })
+        })
+        .collect();
+    assert_eq!(found.len(), 1, "one point with {wanted:?} in {points:#?}");
+    found[0]
+}
+
+/// The GenAI metrics over OTLP (`gen_ai.client.token.usage`, `gen_ai.client.operation.duration`
+/// of model calls, the run and its tool call, time to first chunk), and the labelled token
+/// series of `/metrics`, for a run with a server tool call.
+#[tokio::test]
+#[cfg_attr(not(feature = "otel"), ignore = "built without the otel feature")]
+async fn the_genai_metrics_reach_an_otlp_receiver_and_prometheus_labels_the_model() {
+    let receiver = Receiver::default();
+    let endpoint = receiver.start().await;
+    let fake = FakeLlm::start().await;
+    let call = ("call_w1", "get_weather", r#"{"location":"Paris"}"#);
+    fake.push(Reply::Sse(chunks::with_usage(
+        chunks::tool_calls(&[call], false),
+        31,
+        12,
+    )));
+    fake.push(Reply::Sse(chunks::with_usage(
+        chunks::text_reply(&["Sunny in ", "Paris."]),
+        58,
+        6,
+    )));
+    let env = [
+        ("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint.as_str()),
+        // Traces off: metric export does not depend on it.
+        ("OTEL_TRACES_EXPORTER", "none"),
+    ];
+    let server = Server::start(&fake, &env).await;
+    let events = post_traced_run(
+        &server,
+        "/backend_tool_rendering",
+        &input(vec![user("Weather?")]),
+    )
+    .await;
+    assert_eq!(last(&events)["type"], "RUN_FINISHED");
+    let prometheus = reqwest::get(format!("{}/metrics", server.address))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let server_log = server.stop().await;
+    assert!(receiver.spans().is_empty(), "no trace export was asked for");
+
+    for (direction, count) in [("input", 89), ("output", 18)] {
+        let series = format!(
+            r#"agui_tokens_total{{agent="backend_tool_rendering",direction="{direction}",provider="openai",model="gpt-4o-mini"}} {count}"#
+        );
+        assert!(prometheus.contains(&series), "{series} in {prometheus}");
+    }
+
+    let tokens = receiver.histogram("gen_ai.client.token.usage");
+    assert!(
+        !tokens.is_empty(),
+        "no token metric arrived; the server's log:\n{server_log}"
+    );
+    let chat = [
+        ("gen_ai.operation.name", "chat"),
+        ("gen_ai.provider.name", "openai"),
+        ("gen_ai.request.model", "gpt-4o-mini"),
+    ];
+    for (kind, sum) in [("input", 89.0), ("output", 18.0)] {
+        let mut wanted = chat.to_vec();
+        wanted.push(("gen_ai.token.type", kind));
+        let point = point(&tokens, &wanted);
+        assert_eq!((point.count, point.sum), (2, Some(sum)), "{kind} tokens");
+    }
+    let durations = receiver.histogram("gen_ai.client.operation.duration");
+    assert_eq!(point(&durations, &chat).count, 2, "both model calls");
+    let run = point(
+        &durations,
+        &[
+            ("gen_ai.operation.name", "invoke_agent"),
+            ("gen_ai.agent.name", "backend_tool_rendering"),
+            ("gen_ai.request.model", "gpt-4o-mini"),
+        ],
+    );
+    assert_eq!(run.count, 1);
+    let tool = point(
+        &durations,
+        &[
+            ("gen_ai.operation.name", "execute_tool"),
+            ("gen_ai.tool.name", "get_weather"),
+        ],
+    );
+    assert_eq!(tool.count, 1);
+    assert!(run.sum.unwrap() >= tool.sum.unwrap());
+    let first_chunk = receiver.histogram("gen_ai.client.operation.time_to_first_chunk");
+    assert_eq!(point(&first_chunk, &chat).count, 2);
 }

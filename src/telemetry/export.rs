@@ -310,18 +310,25 @@ fn is_exported(metadata: &Metadata<'_>) -> bool {
     }
 }
 
+/// TLS with the system's root certificates for an `https:` gRPC endpoint (HTTP/protobuf takes
+/// it from the URL by itself).
+pub(super) fn grpc_tls(
+    config: &ExportConfig,
+) -> Option<opentelemetry_otlp::tonic_types::transport::ClientTlsConfig> {
+    config.endpoint.starts_with("https:").then(|| {
+        opentelemetry_otlp::tonic_types::transport::ClientTlsConfig::new().with_native_roots()
+    })
+}
+
 fn build_provider(config: &ExportConfig) -> Result<SdkTracerProvider, String> {
     // The builders read the endpoint, headers, timeout and compression variables themselves.
     let exporter = match config.protocol {
         Protocol::HttpProtobuf => SpanExporter::builder().with_http().build(),
         Protocol::Grpc => {
             let builder = SpanExporter::builder().with_tonic();
-            if config.endpoint.starts_with("https:") {
-                let tls = opentelemetry_otlp::tonic_types::transport::ClientTlsConfig::new()
-                    .with_native_roots();
-                builder.with_tls_config(tls).build()
-            } else {
-                builder.build()
+            match grpc_tls(config) {
+                Some(tls) => builder.with_tls_config(tls).build(),
+                None => builder.build(),
             }
         }
     }

@@ -116,12 +116,9 @@ pub(super) fn install(
         super::export::Protocol::HttpProtobuf => MetricExporter::builder().with_http().build(),
         super::export::Protocol::Grpc => {
             let builder = MetricExporter::builder().with_tonic();
-            if config.endpoint.starts_with("https:") {
-                let tls = opentelemetry_otlp::tonic_types::transport::ClientTlsConfig::new()
-                    .with_native_roots();
-                builder.with_tls_config(tls).build()
-            } else {
-                builder.build()
+            match super::export::grpc_tls(config) {
+                Some(tls) => builder.with_tls_config(tls).build(),
+                None => builder.build(),
             }
         }
     }

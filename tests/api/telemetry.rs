@@ -241,12 +241,9 @@ async fn post_traced_run(server: &Server, path: &str, body: &Value) -> Vec<Value
     parse_sse(&response.text().await.unwrap())
 }
 
-#[tokio::test]
-#[cfg_attr(not(feature = "otel"), ignore = "built without the otel feature")]
-async fn a_run_with_a_tool_call_exports_one_trace_continuing_the_callers() {
-    let receiver = Receiver::default();
-    let endpoint = receiver.start().await;
-    let fake = FakeLlm::start().await;
+/// The model's side of a run that calls `get_weather` (31 tokens in, 12 out), then answers
+/// (58 in, 6 out).
+fn push_weather_run(fake: &FakeLlm) {
     let call = ("call_w1", "get_weather", r#"{"location":"Paris"}"#);
     fake.push(Reply::Sse(chunks::with_usage(
         chunks::tool_calls(&[call], false),
@@ -258,6 +255,15 @@ async fn a_run_with_a_tool_call_exports_one_trace_continuing_the_callers() {
         58,
         6,
     )));
+}
+
+#[tokio::test]
+#[cfg_attr(not(feature = "otel"), ignore = "built without the otel feature")]
+async fn a_run_with_a_tool_call_exports_one_trace_continuing_the_callers() {
+    let receiver = Receiver::default();
+    let endpoint = receiver.start().await;
+    let fake = FakeLlm::start().await;
+    push_weather_run(&fake);
     let server = Server::start(
         &fake,
         &[
@@ -936,17 +942,7 @@ async fn the_genai_metrics_reach_an_otlp_receiver_and_prometheus_labels_the_mode
     let receiver = Receiver::default();
     let endpoint = receiver.start().await;
     let fake = FakeLlm::start().await;
-    let call = ("call_w1", "get_weather", r#"{"location":"Paris"}"#);
-    fake.push(Reply::Sse(chunks::with_usage(
-        chunks::tool_calls(&[call], false),
-        31,
-        12,
-    )));
-    fake.push(Reply::Sse(chunks::with_usage(
-        chunks::text_reply(&["Sunny in ", "Paris."]),
-        58,
-        6,
-    )));
+    push_weather_run(&fake);
     let env = [
         ("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint.as_str()),
         // Traces off: metric export does not depend on it.

@@ -44,9 +44,9 @@
 //! protocol types), and any module may use `text` (ids, truncation), `clock` and `retry`;
 //! `telemetry` uses only `settings`, and any module may use it for spans and trace context;
 //! `llm` uses only `settings` (and `telemetry`); `tools` uses `settings`; `threads` uses
-//! `protocol` and `settings`; `agent` uses `protocol`, `llm`, `state` and `tools`; `runs` uses `settings`,
-//! `protocol` (the shape of a frame) and `text`; `http` uses `agent`, `protocol`, `threads`
-//! and `runs`; `app` wires everything. The binary's `cli` uses the library's public API only.
+//! `protocol` and `settings`; `agent` uses `protocol`, `llm`, `state` and `tools`; `runs`
+//! uses `settings`, `protocol` (the shape of a frame) and `text`; `http` uses `agent`,
+//! `protocol`, `threads` and `runs`; `app` wires everything. The binary's `cli` uses the library's public API only.
 //!
 //! # How a run flows
 //! ```text

@@ -279,8 +279,39 @@ async fn a_run_with_a_tool_call_exports_one_trace_continuing_the_callers() {
     body["runId"] = "run-otel".into();
     let events = post_traced_run(&server, "/backend_tool_rendering", &body).await;
     assert_eq!(last(&events)["type"], "RUN_FINISHED");
+    // Routes other than runs have spans too, a request that matches none included.
+    let client = reqwest::Client::new();
+    for path in ["/health", "/no/such/route"] {
+        client
+            .get(format!("{}{path}", server.address))
+            .header("traceparent", format!("00-{TRACE_ID}-{CALLER_SPAN_ID}-01"))
+            .send()
+            .await
+            .unwrap();
+    }
     let server_log = server.stop().await;
     receiver.expect_spans(&server_log);
+    let all: Vec<Span> = receiver.spans().into_iter().map(|(_, span)| span).collect();
+    let health = all
+        .iter()
+        .find(|span| span.name == "GET /health")
+        .expect("a span for GET /health");
+    assert_eq!(
+        int_attribute(&health.attributes, "http.response.status_code"),
+        Some(200)
+    );
+    let unmatched = all
+        .iter()
+        .find(|span| {
+            string_attribute(&span.attributes, "url.path").as_deref() == Some("/no/such/route")
+        })
+        .expect("a span for the unmatched request");
+    assert_eq!(unmatched.name, "GET", "no route, so the method alone");
+    assert!(attribute(&unmatched.attributes, "http.route").is_none());
+    assert_eq!(
+        int_attribute(&unmatched.attributes, "http.response.status_code"),
+        Some(404)
+    );
 
     let spans = receiver.spans();
     assert!(spans

@@ -40,6 +40,18 @@ RUN --mount=type=cache,id=agui-host-cargo-registry,target=/usr/local/cargo/regis
 
 # ---- runtime -----------------------------------------------------------------------------------
 FROM ${RUNTIME_IMAGE}
+# The commit and build time are the builder's to give (`--build-arg REVISION=$(git rev-parse HEAD)
+# --build-arg CREATED=$(date -u +%Y-%m-%dT%H:%M:%SZ)`); they stay empty otherwise, so a rebuild
+# of the same sources makes the same image. The version is the crate's (tests/release.rs keeps
+# the two equal).
+ARG REVISION=""
+ARG CREATED=""
+LABEL org.opencontainers.image.title="agui-host" \
+      org.opencontainers.image.description="An AG-UI protocol host for LLM agents: streams OpenAI-compatible models to CopilotKit and any AG-UI client" \
+      org.opencontainers.image.version="0.1.0" \
+      org.opencontainers.image.licenses="MIT OR Apache-2.0" \
+      org.opencontainers.image.revision="${REVISION}" \
+      org.opencontainers.image.created="${CREATED}"
 RUN useradd --system --user-group --uid 10001 --no-create-home --home-dir /nonexistent \
       --shell /usr/sbin/nologin agui
 # CA certificates for TLS to the model server, as the bundle file alone: TLS is rustls, so the

@@ -8,6 +8,7 @@
 //! - `stall_listing {}`: sends `notifications/tools/list_changed`, then never answers a
 //!   `tools/list` again (a server that hangs);
 //! - `whoami {}`: the `x-agui-*` headers of the HTTP request that carried the call;
+//! - `meta {}`: the call's `params._meta` (trace context, identity);
 //! - `ping {}`: answers `pong` (the benchmark's call).
 //!
 //! `cargo run --example mcp_test_server -- stdio` serves on standard input and output;
@@ -82,6 +83,7 @@ impl TestServer {
                 empty(),
             ),
             Tool::new("whoami", "The identity headers of the call", empty()),
+            Tool::new("meta", "The _meta of the call", empty()),
             Tool::new("ping", "Answers pong", empty()),
         ];
         for name in self.added.lock().unwrap().iter() {
@@ -195,6 +197,18 @@ impl ServerHandler for TestServer {
                     })
                     .unwrap_or_default();
                 CallToolResult::structured(Value::Object(headers))
+            }
+            "meta" => {
+                let meta = serde_json::to_value(&context.meta).unwrap_or_default();
+                // Without the progress token rmcp adds to every request.
+                let meta = match meta {
+                    Value::Object(mut meta) => {
+                        meta.remove("progressToken");
+                        Value::Object(meta)
+                    }
+                    _ => json!({}),
+                };
+                CallToolResult::structured(meta)
             }
             other if self.added.lock().unwrap().iter().any(|n| n == other) => {
                 text(format!("{other} was called"))

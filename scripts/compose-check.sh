@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Checks docker-compose.yml as a fresh clone has it: `config` must pass with no .env file (no
 # manual step before `docker compose up`), and every variable .env.example documents (set or
-# commented out) must be passed to the container, so a setting added there reaches it. The
+# commented out) must be passed to the container, so a setting added there reaches it, and so
+# must every OpenTelemetry variable docs/observability.md documents. The
 # same for its `scale` profile (Redis) and for docker-compose.scale.yml (replicas sharing
 # Redis behind a proxy), whose replicas must use the Redis store and whose proxy must not
 # buffer.
@@ -52,8 +53,25 @@ fail() {
     exit 1
 }
 
+# Every OpenTelemetry variable docs/observability.md's table documents, passed to the
+# containers of that configuration: a sampling ratio or an exporter header set in .env must
+# not be silently dropped.
+check_otel_variables() {
+    local what="$1" config="$2" missing=() names
+    names=$(grep -E '^\| `OTEL_' docs/observability.md | grep -oE 'OTEL_[A-Z0-9_]*[A-Z0-9]' | sort -u)
+    [ -n "$names" ] || fail "docs/observability.md lists no OTEL_ variable"
+    while read -r name; do
+        grep -Eq "^ +${name}:" <<<"$config" || missing+=("$name")
+    done <<<"$names"
+    if [ ${#missing[@]} -gt 0 ]; then
+        fail "$what does not pass the OpenTelemetry variables docs/observability.md documents" \
+            "(add them to its environment): ${missing[*]}"
+    fi
+}
+
 config=$(compose_config) || fail "\`${compose[*]} config\` with no .env"
 check_variables docker-compose.yml "$config"
+check_otel_variables docker-compose.yml "$config"
 
 scale_profile=$(compose_config --profile scale) \
     || fail "\`${compose[*]} --profile scale config\` with no .env"
@@ -62,6 +80,7 @@ grep -Eq '^  redis:' <<<"$scale_profile" || fail "the scale profile has no redis
 scale=$(compose_config -f docker-compose.scale.yml) \
     || fail "\`${compose[*]} -f docker-compose.scale.yml config\` with no .env"
 check_variables docker-compose.scale.yml "$scale"
+check_otel_variables docker-compose.scale.yml "$scale"
 for service in agui-host-1 agui-host-2 proxy redis; do
     grep -Eq "^  ${service}:" <<<"$scale" || fail "docker-compose.scale.yml has no $service service"
 done
@@ -78,4 +97,4 @@ if grep -Eq '^\s*(ip_hash|hash|sticky)' deploy/nginx-scale.conf; then
 fi
 
 echo "compose check: \`${compose[*]} config\` passes with no .env for docker-compose.yml, its" \
-    "scale profile and docker-compose.scale.yml; every .env.example variable is passed"
+    "scale profile and docker-compose.scale.yml; every .env.example and OTEL_ variable is passed"

@@ -63,6 +63,13 @@ build_secs=$((SECONDS - build_start))
 grep -E 'Finished|Compiling agui-host' "$build_log" || true
 echo "built in ${build_secs}s"
 
+step "OCI labels"
+crate_version=$(sed -nE 's/^version = "([^"]+)"$/\1/p' Cargo.toml | head -n1)
+label_version=$(podman image inspect --format '{{ index .Labels "org.opencontainers.image.version" }}' "$IMAGE")
+[ "$label_version" = "$crate_version" ] \
+    || fail "the image's org.opencontainers.image.version is '$label_version', the crate's $crate_version"
+echo "org.opencontainers.image.version=$label_version"
+
 step "run with environment-only configuration"
 # Port 0 on the host side: podman picks a free loopback port.
 cid=$(podman run -d -p 127.0.0.1::8080 \

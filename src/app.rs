@@ -333,7 +333,15 @@ fn assemble(
         .collect();
     let discovery = Arc::new(Discovery::new(settings, &registered_tools));
     let shutdown = Shutdown::new();
-    let metrics = Arc::new(Metrics::new());
+    // Each agent's provider and model label its metrics: from configuration only, so the
+    // series stay bounded.
+    let metrics = Arc::new(Metrics::for_agents(settings.agents.iter().map(
+        |(name, agent)| {
+            let llm = clients.for_profile(agent.profile.as_deref());
+            let model = crate::agent::agent_model(&llm, agent.model.as_deref());
+            (name.clone(), model)
+        },
+    )));
     let sessions = Arc::new(Sessions {
         threads,
         runs,

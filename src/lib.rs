@@ -33,6 +33,8 @@
 //!              state keys as minimal JSON Patch operations (a leaf)
 //! text         the id, digest and truncation helpers every module shares (a leaf)
 //! clock        instants a configured duration away, saturating instead of panicking (a leaf)
+//! retry        the one retry policy (exponential backoff with jitter) of every retry loop
+//!              (a leaf)
 //! threads      threads the server remembers: the store (memory, Redis), run leases, the
 //!              decision ledger, the record of a run, the check of a client's history
 //! runs         the log of each run's SSE frames behind `RunLogStore`: replay after a cursor,
@@ -43,8 +45,8 @@
 //! client `agui-host chat`) belongs to the binary alone; the library does not compile it.
 //!
 //! # Dependency rule
-//! `protocol`, `state`, `text` and `clock` are leaves, and any module may use `text`, `clock`
-//! and `telemetry`; `llm`, `tools` and `telemetry` use `settings`; `threads` uses `protocol`
+//! `protocol`, `state`, `text`, `clock` and `retry` are leaves, and any module may use `text`,
+//! `clock`, `retry` and `telemetry`; `llm`, `tools` and `telemetry` use `settings`; `threads` uses `protocol`
 //! and `state`; `runs` uses `protocol`; `agent` uses `protocol`, `llm`, `state` and `tools`;
 //! `session` uses `agent`, `protocol`, `threads` and `runs`; `http` uses those and `settings`;
 //! `settings` names the configuration types it deserializes; `app` wires everything. The
@@ -79,6 +81,7 @@ pub mod clock;
 pub mod http;
 pub mod llm;
 pub mod protocol;
+pub mod retry;
 pub mod runs;
 pub mod session;
 pub mod settings;

@@ -7,14 +7,15 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
 use std::path::{Path, PathBuf};
 
-/// Which top-level modules each module may name with `crate::`. `text` and `clock` are leaves
-/// any module may use, and any module may use `telemetry` for spans; `settings` may name the
+/// Which top-level modules each module may name with `crate::`. `text`, `clock` and `retry` are
+/// leaves any module may use, and any module may use `telemetry` for spans; `settings` may name the
 /// domain's own configuration types, which it deserializes; `app` wires everything.
 const ALLOWED: &[(&str, &[&str])] = &[
     ("protocol", &[]),
     ("state", &[]),
     ("text", &[]),
     ("clock", &[]),
+    ("retry", &[]),
     ("telemetry", &["settings"]),
     ("llm", &["settings"]),
     ("tools", &["settings"]),
@@ -33,7 +34,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
 ];
 
 /// Modules every module may use.
-const EVERYONE_MAY_USE: &[&str] = &["text", "clock", "telemetry"];
+const EVERYONE_MAY_USE: &[&str] = &["text", "clock", "retry", "telemetry"];
 
 const MAX_LINES: usize = 800;
 

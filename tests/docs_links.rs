@@ -1,5 +1,5 @@
-//! Keeps the documentation navigable: every relative Markdown link in `README.md` and
-//! `docs/*.md` must name a file that exists and, when it carries a `#fragment` into a Markdown
+//! Keeps the documentation navigable: every relative Markdown link in `README.md`,
+//! `CHANGELOG.md`, `SECURITY.md` and `docs/*.md` must name a file that exists and, when it carries a `#fragment` into a Markdown
 //! file, a heading of that file; and the README must stay a front page (at most 250 lines).
 //! Links inside fenced code blocks and code spans are not links, and web and mail links are
 //! not checked (that would need the network).
@@ -17,10 +17,14 @@ struct Link {
     line: usize,
 }
 
-/// The Markdown files the check covers: the README and every page in `docs/`.
+/// The Markdown files the check covers: the README, the release files and every page in `docs/`.
 fn documentation_files() -> Vec<PathBuf> {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let mut files = vec![root.join("README.md")];
+    let mut files = vec![
+        root.join("README.md"),
+        root.join("CHANGELOG.md"),
+        root.join("SECURITY.md"),
+    ];
     let mut pages: Vec<PathBuf> = fs::read_dir(root.join("docs"))
         .expect("docs/ is readable")
         .map(|entry| entry.expect("docs/ entry").path())

@@ -217,11 +217,7 @@ impl Agent for ChatAgent {
         let mut state = RunState {
             llm: self.llm.clone(),
             config: self.config.clone(),
-            model: self
-                .config
-                .model
-                .clone()
-                .unwrap_or_else(|| self.llm.default_model().to_owned()),
+            model: agent_model(&self.llm, self.config.model.as_deref()).model,
             server_tools,
             client_tools,
             tool_specs,
@@ -236,9 +232,48 @@ impl Agent for ChatAgent {
             queue: VecDeque::new(),
             phase: Phase::CallModel,
             progress: None,
+            // The pump calls `run` inside the run's span.
+            run_span: tracing::Span::current(),
+            run_tokens: (0, 0),
+            started: std::time::Instant::now(),
         };
+        let (provider, model) = state.provider_and_model();
+        trace::record_agent_model(&state.run_span, provider, model);
         state.start_with_decisions(request.decisions);
         Ok(stream::unfold(Box::new(state), RunState::next).boxed())
+    }
+}
+
+/// The run's tokens go on its span once, when the run is over (finished, failed or dropped):
+/// a span attribute recorded twice would be exported twice. Its duration is recorded then too.
+impl Drop for RunState {
+    fn drop(&mut self) {
+        let tokens = (self.model_calls > 0).then_some(self.run_tokens);
+        let (provider, model) = self.provider_and_model();
+        trace::record_run_end(
+            &self.run_span,
+            &self.config.name,
+            (provider, model),
+            tokens,
+            self.started,
+        );
+    }
+}
+
+/// The provider and model an agent's model calls name.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AgentModel {
+    pub provider: &'static str,
+    pub model: String,
+}
+
+/// The provider and model of an agent whose settings name `configured` (its `model`), else the
+/// client's default model: the one rule its runs, their spans and usage, and the metrics' labels
+/// follow.
+pub fn agent_model(llm: &LlmClient, configured: Option<&str>) -> AgentModel {
+    AgentModel {
+        provider: llm.provider_id(),
+        model: configured.map_or_else(|| llm.default_model().to_owned(), str::to_owned),
     }
 }
 
@@ -265,8 +300,16 @@ struct RunState {
     /// Made when the run first calls a server tool: most runs call none, and the channel's
     /// first block of slots is 3 KB.
     progress: Option<tools::ProgressChannel>,
+    /// The run's span (`invoke_agent`), which sums the tokens of its model calls.
+    run_span: tracing::Span,
+    /// Input and output tokens of the run's model calls so far.
+    run_tokens: (u64, u64),
+    started: std::time::Instant,
 }
 
+// Phase lives inside the boxed RunState and is replaced in place, never moved around:
+// boxing the streaming turn would buy an allocation per model call and nothing else.
+#[allow(clippy::large_enum_variant)]
 enum Phase {
     CallModel,
     Streaming {
@@ -300,11 +343,12 @@ impl RunState {
                 Phase::Streaming {
                     mut events,
                     mut turn,
-                    trace,
+                    mut trace,
                 } => match events.next().await {
                     Some(Ok(event)) => {
                         trace.on_event(&event);
                         if let LlmEvent::Usage(usage) = &event {
+                            self.add_run_tokens(usage);
                             let usage = self.token_usage(usage);
                             self.queue.push_back(AgentUpdate::Usage(usage));
                         } else {
@@ -363,8 +407,9 @@ impl RunState {
             messages: self.history.clone(),
             tools: self.tool_specs.clone(),
         };
-        let provider = self.llm.provider_id();
-        let trace = ModelCallTrace::start(provider, &self.thread_id, &request);
+        let (provider, _) = self.provider_and_model();
+        let target = self.llm.call_target();
+        let trace = ModelCallTrace::start(provider, &self.thread_id, &target, &request);
         self.phase = Phase::Streaming {
             events: trace.traced_events(self.llm.stream_chat(request)),
             turn: Turn::new(),
@@ -373,11 +418,24 @@ impl RunState {
         Ok(())
     }
 
+    /// The provider and model of this run's model calls: the one place the run's usage, its
+    /// spans and so its metrics take them from.
+    fn provider_and_model(&self) -> (&'static str, &str) {
+        (self.llm.provider_id(), &self.model)
+    }
+
+    fn add_run_tokens(&mut self, usage: &crate::llm::Usage) {
+        let (input, output) = &mut self.run_tokens;
+        *input = input.saturating_add(usage.input_tokens);
+        *output = output.saturating_add(usage.output_tokens);
+    }
+
     /// A model call's token counts as the run reports them.
     fn token_usage(&self, usage: &crate::llm::Usage) -> TokenUsage {
+        let (provider, model) = self.provider_and_model();
         TokenUsage {
-            provider: Some(self.llm.provider_id().to_owned()),
-            model: Some(self.model.clone()),
+            provider: Some(provider.to_owned()),
+            model: Some(model.to_owned()),
             input_tokens: Some(usage.input_tokens),
             output_tokens: Some(usage.output_tokens),
             total_tokens: Some(usage.input_tokens.saturating_add(usage.output_tokens)),
@@ -508,7 +566,9 @@ impl RunState {
         };
         let span = trace::tool_span(&call);
         let traced = span.clone();
+        let agent = self.config.name.clone();
         async move {
+            let started = std::time::Instant::now();
             let output = async {
                 let registered = registered.ok_or_else(|| ToolError::Unknown(call.name.clone()))?;
                 let arguments = parse_arguments(&call.arguments)?;
@@ -523,6 +583,7 @@ impl RunState {
             }
             .await;
             trace::record_tool_call(&traced, &call, &output);
+            trace::record_tool_duration(&agent, &call, &output, started);
             ToolCallOutcome { call, output }
         }
         .instrument(span)

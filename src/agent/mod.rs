@@ -48,7 +48,7 @@ use crate::protocol::{
     TokenUsage,
 };
 
-pub use chat::{ChatAgent, ChatAgentConfig};
+pub use chat::{agent_model, AgentModel, ChatAgent, ChatAgentConfig};
 pub use history::{to_chat_messages, SYNTHETIC_MISSING_RESULT};
 pub use ledger::{ClaimError, DecisionClaims};
 #[cfg(test)]

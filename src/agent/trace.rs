@@ -1,9 +1,10 @@
 //! How `ChatAgent` traces a run: the span of each model call (usage, finish reason, error, and
 //! the messages when content is captured) and of each server tool call, on top of the span
-//! builders in `telemetry::genai`. Message content uses the GenAI conventions' JSON shape
+//! builders in `telemetry::genai`; and the GenAI metrics of each (`telemetry::metrics`). Message content uses the GenAI conventions' JSON shape
 //! (`{"role", "parts": [{"type": "text" | "tool_call" | "tool_call_response" | "uri", ...}]}`).
 
 use std::task::Poll;
+use std::time::Instant;
 
 use futures_util::stream::{self, BoxStream};
 use futures_util::StreamExt;
@@ -11,9 +12,9 @@ use serde_json::{json, Value};
 use tracing::Span;
 
 use crate::llm::{
-    ChatMessage, ChatRequest, ChatToolCall, FinishReason, LlmError, LlmEvent, UserPart,
+    CallTarget, ChatMessage, ChatRequest, ChatToolCall, FinishReason, LlmError, LlmEvent, UserPart,
 };
-use crate::telemetry::genai;
+use crate::telemetry::{genai, metrics};
 use crate::tools::{result_text, ToolError, ToolOutput};
 
 /// The span of one model call; it ends when the last clone (the one the event stream holds) is
@@ -21,14 +22,50 @@ use crate::tools::{result_text, ToolError, ToolOutput};
 #[derive(Debug, Clone)]
 pub(super) struct ModelCallTrace {
     span: Span,
+    /// The call's finish reason once the model gave it, for its output messages.
+    finish_reason: Option<String>,
+    /// For the GenAI metrics: the call's provider and model, when it started, and whether its
+    /// first chunk has come.
+    provider: &'static str,
+    model: String,
+    started: Instant,
+    first_chunk_seen: bool,
 }
 
 impl ModelCallTrace {
-    pub(super) fn start(provider: &str, thread_id: &str, request: &ChatRequest) -> Self {
-        let model = request.model.as_deref().unwrap_or_default();
-        let span = genai::model_call_span(provider, model, thread_id);
+    pub(super) fn start(
+        provider: &'static str,
+        thread_id: &str,
+        target: &CallTarget,
+        request: &ChatRequest,
+    ) -> Self {
+        let span = genai::model_call_span(&genai::ModelCall {
+            provider,
+            model: request.model.as_deref().unwrap_or_default(),
+            thread_id,
+            server_address: target.server_address.as_deref(),
+            server_port: target.server_port,
+            temperature: target.temperature,
+            max_tokens: target.max_tokens,
+        });
         genai::record_input_messages(&span, || input_messages(&request.messages));
-        ModelCallTrace { span }
+        ModelCallTrace {
+            span,
+            finish_reason: None,
+            provider,
+            model: request.model.clone().unwrap_or_default(),
+            started: Instant::now(),
+            first_chunk_seen: false,
+        }
+    }
+
+    fn operation(&self) -> metrics::Operation<'_> {
+        metrics::Operation {
+            name: "chat",
+            provider: Some(self.provider),
+            model: Some(&self.model),
+            ..metrics::Operation::default()
+        }
     }
 
     /// Polls `events` inside the span, so the upstream request carries its trace context.
@@ -47,8 +84,19 @@ impl ModelCallTrace {
         .boxed()
     }
 
-    pub(super) fn on_event(&self, event: &LlmEvent) {
+    pub(super) fn on_event(&mut self, event: &LlmEvent) {
+        if !self.first_chunk_seen && metrics::is_exporting() {
+            let waited = self.started.elapsed().as_secs_f64();
+            metrics::record_time_to_first_chunk(&self.operation(), waited);
+        }
+        self.first_chunk_seen = true;
+        if let LlmEvent::Usage(usage) = event {
+            metrics::record_tokens(&self.operation(), usage.input_tokens, usage.output_tokens);
+        }
         match event {
+            LlmEvent::Response { id, model } => {
+                genai::record_response(&self.span, id.as_deref(), model.as_deref());
+            }
             LlmEvent::Usage(usage) => genai::record_usage(
                 &self.span,
                 usage.input_tokens,
@@ -57,7 +105,9 @@ impl ModelCallTrace {
                 usage.reasoning_tokens,
             ),
             LlmEvent::Finished { reason } => {
-                genai::record_finish_reason(&self.span, finish_reason(reason))
+                let reason = finish_reason(reason);
+                genai::record_finish_reason(&self.span, reason);
+                self.finish_reason = Some(reason.to_owned());
             }
             _ => {}
         }
@@ -65,21 +115,32 @@ impl ModelCallTrace {
 
     pub(super) fn on_error(&self, code: &str) {
         genai::record_error(&self.span, code);
+        let failed = metrics::Operation {
+            error: Some(code),
+            ..self.operation()
+        };
+        metrics::record_duration(&failed, self.started.elapsed().as_secs_f64());
     }
 
-    /// What the model answered in this call (recorded only when content is captured).
+    /// What the model answered in this call (recorded only when content is captured), and how
+    /// long the call took.
     pub(super) fn on_answer<'a>(
         &self,
         text: &str,
         calls: impl Iterator<Item = (&'a str, Option<&'a str>, &'a str)>,
     ) {
+        metrics::record_duration(&self.operation(), self.started.elapsed().as_secs_f64());
         genai::record_output_messages(&self.span, || {
             let mut parts = Vec::new();
             if !text.is_empty() {
                 parts.push(json!({"type": "text", "content": text}));
             }
             parts.extend(calls.map(|(id, name, arguments)| tool_call_part(id, name, arguments)));
-            json!([{"role": "assistant", "parts": parts}]).to_string()
+            // The schema requires a finish reason on every output message; a stream cut short
+            // gave none, and the conventions name that `error`.
+            let finish_reason = self.finish_reason.as_deref().unwrap_or("error");
+            json!([{"role": "assistant", "parts": parts, "finish_reason": finish_reason}])
+                .to_string()
         });
     }
 }
@@ -98,6 +159,49 @@ fn finish_reason(reason: &FinishReason) -> &str {
 /// The span of one server tool call.
 pub(super) fn tool_span(call: &ChatToolCall) -> Span {
     genai::tool_span(&call.name, &call.id)
+}
+
+/// The run's span: the provider and model its agent calls.
+pub(super) fn record_agent_model(run_span: &Span, provider: &str, model: &str) {
+    genai::record_agent_model(run_span, provider, model);
+}
+
+/// The run is over: the tokens of its model calls on its span, and its duration.
+pub(super) fn record_run_end(
+    run_span: &Span,
+    agent: &str,
+    (provider, model): (&str, &str),
+    tokens: Option<(u64, u64)>,
+    started: Instant,
+) {
+    if let Some((input_tokens, output_tokens)) = tokens {
+        genai::record_agent_usage(run_span, input_tokens, output_tokens);
+    }
+    let run = metrics::Operation {
+        name: "invoke_agent",
+        provider: Some(provider),
+        model: Some(model),
+        agent: Some(agent),
+        ..metrics::Operation::default()
+    };
+    metrics::record_duration(&run, started.elapsed().as_secs_f64());
+}
+
+/// How long a server tool call took, and how it failed if it did.
+pub(super) fn record_tool_duration(
+    agent: &str,
+    call: &ChatToolCall,
+    output: &Result<ToolOutput, ToolError>,
+    started: Instant,
+) {
+    let tool = metrics::Operation {
+        name: "execute_tool",
+        agent: Some(agent),
+        tool: Some(&call.name),
+        error: output.as_ref().err().map(ToolError::kind),
+        ..metrics::Operation::default()
+    };
+    metrics::record_duration(&tool, started.elapsed().as_secs_f64());
 }
 
 /// Records how a tool call ended (and its arguments and result when content is captured).

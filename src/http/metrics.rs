@@ -6,9 +6,12 @@
 //! time (no global recorder, no exporter stack). The exposition is OpenMetrics text, which
 //! Prometheus scrapes natively.
 //!
-//! Label values are bounded: agent names come from the configuration, outcomes and error codes
-//! from the code (`upstream_http_<status>` at worst adds one series per HTTP status).
+//! Label values are bounded: agent names, providers and models come from the configuration
+//! (never from a request), outcomes and error codes from the code (`upstream_http_<status>` at
+//! worst adds one series per HTTP status). The token and duration metrics carry the `provider`
+//! and `model` of the agent's model calls, as `agent::agent_model` names them.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -23,6 +26,7 @@ use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
 use prometheus_client::registry::{Metric, Registry, Unit};
 
 use super::AppState;
+use crate::agent::AgentModel;
 use crate::protocol::TokenUsage;
 
 /// The exposition's media type (Prometheus negotiates it; `text/plain` would mislabel it).
@@ -33,10 +37,26 @@ struct AgentLabels {
     agent: String,
 }
 
+/// An agent and the provider and model its runs call.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ModelLabels {
+    agent: String,
+    provider: String,
+    model: String,
+}
+
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct OutcomeLabels {
     agent: String,
     outcome: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ModelOutcomeLabels {
+    agent: String,
+    outcome: &'static str,
+    provider: String,
+    model: String,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -49,6 +69,8 @@ struct CodeLabels {
 struct TokenLabels {
     agent: String,
     direction: &'static str,
+    provider: String,
+    model: String,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -67,13 +89,15 @@ pub struct Metrics {
     runs_finished: Family<OutcomeLabels, Counter>,
     run_errors: Family<CodeLabels, Counter>,
     runs_in_flight: Gauge,
-    run_duration: HistogramFamily<OutcomeLabels>,
-    upstream_latency: HistogramFamily<AgentLabels>,
-    time_to_first_token: HistogramFamily<AgentLabels>,
+    run_duration: HistogramFamily<ModelOutcomeLabels>,
+    upstream_latency: HistogramFamily<ModelLabels>,
+    time_to_first_token: HistogramFamily<ModelLabels>,
     tokens: Family<TokenLabels, Counter>,
     events: Family<AgentLabels, Counter>,
     bytes: Family<AgentLabels, Counter>,
     rejected: Family<RejectionLabels, Counter>,
+    /// Each configured agent's provider and model.
+    models: HashMap<String, AgentModel>,
 }
 
 /// Latencies from 25 ms to about 100 s.
@@ -123,6 +147,15 @@ impl Default for Metrics {
 }
 
 impl Metrics {
+    /// Metrics whose runs name the provider and model of their agent, from `models` (an agent
+    /// missing there gets empty labels).
+    pub fn for_agents(models: impl IntoIterator<Item = (String, AgentModel)>) -> Self {
+        Metrics {
+            models: models.into_iter().collect(),
+            ..Metrics::new()
+        }
+    }
+
     pub fn new() -> Self {
         let mut registry = Registry::with_prefix("agui");
         let r = &mut registry;
@@ -195,6 +228,7 @@ impl Metrics {
             events,
             bytes,
             rejected,
+            models: HashMap::new(),
         }
     }
 
@@ -220,6 +254,16 @@ impl Metrics {
 
     /// Counts a run that starts streaming; the returned guard counts its end.
     pub(super) fn run_started(self: &Arc<Self>, agent: &str) -> RunGuard {
+        let (provider, model) = self
+            .models
+            .get(agent)
+            .map(|model| (model.provider.to_owned(), model.model.clone()))
+            .unwrap_or_default();
+        let model = ModelLabels {
+            agent: agent.to_owned(),
+            provider,
+            model,
+        };
         let agent = AgentLabels {
             agent: agent.to_owned(),
         };
@@ -229,7 +273,7 @@ impl Metrics {
             events: self.events.get_or_create(&agent).clone(),
             bytes: self.bytes.get_or_create(&agent).clone(),
             metrics: Arc::clone(self),
-            agent,
+            model,
             started_at: Instant::now(),
             outcome: None,
             first_update_seen: false,
@@ -246,7 +290,8 @@ impl Metrics {
 #[derive(Debug)]
 pub(super) struct RunGuard {
     metrics: Arc<Metrics>,
-    agent: AgentLabels,
+    /// The run's agent and the provider and model it calls.
+    model: ModelLabels,
     /// The agent's event and byte counters, looked up once: a write counts without a lock.
     events: Counter,
     bytes: Counter,
@@ -264,7 +309,7 @@ impl RunGuard {
             self.first_update_seen = true;
             self.metrics
                 .upstream_latency
-                .get_or_create(&self.agent)
+                .get_or_create(&self.model)
                 .observe(self.started_at.elapsed().as_secs_f64());
         }
     }
@@ -275,11 +320,12 @@ impl RunGuard {
             self.first_token_seen = true;
             self.metrics
                 .time_to_first_token
-                .get_or_create(&self.agent)
+                .get_or_create(&self.model)
                 .observe(self.started_at.elapsed().as_secs_f64());
         }
     }
 
+    /// A model call's tokens, under the provider and model the call reported (its agent's).
     pub(super) fn on_usage(&self, usage: &TokenUsage) {
         for (direction, count) in [
             ("input", usage.input_tokens),
@@ -289,8 +335,16 @@ impl RunGuard {
                 self.metrics
                     .tokens
                     .get_or_create(&TokenLabels {
-                        agent: self.agent.agent.clone(),
+                        agent: self.model.agent.clone(),
                         direction,
+                        provider: usage
+                            .provider
+                            .clone()
+                            .unwrap_or_else(|| self.model.provider.clone()),
+                        model: usage
+                            .model
+                            .clone()
+                            .unwrap_or_else(|| self.model.model.clone()),
                     })
                     .inc_by(count);
             }
@@ -320,19 +374,24 @@ impl Drop for RunGuard {
     fn drop(&mut self) {
         let (outcome, code) = self.outcome.take().unwrap_or(("cancelled", None));
         let labels = OutcomeLabels {
-            agent: self.agent.agent.clone(),
+            agent: self.model.agent.clone(),
             outcome,
         };
         self.metrics.runs_finished.get_or_create(&labels).inc();
         self.metrics
             .run_duration
-            .get_or_create(&labels)
+            .get_or_create(&ModelOutcomeLabels {
+                agent: labels.agent,
+                outcome,
+                provider: self.model.provider.clone(),
+                model: self.model.model.clone(),
+            })
             .observe(self.started_at.elapsed().as_secs_f64());
         if let Some(code) = code {
             self.metrics
                 .run_errors
                 .get_or_create(&CodeLabels {
-                    agent: self.agent.agent.clone(),
+                    agent: self.model.agent.clone(),
                     code,
                 })
                 .inc();

@@ -14,7 +14,8 @@
 //! its observers), `auth` (tokens), `cors`, `discovery` (`/agents` and
 //! `/<agent>/capabilities`), `threads` (the thread routes), `runs` (reconnect and stop),
 //! `serve` (the accept loop, the connection bound and each connection's HTTP settings and
-//! deadlines), `host` (the `Host` allow-list against DNS rebinding).
+//! deadlines), `host` (the `Host` allow-list against DNS rebinding), `trace` (the HTTP server
+//! span of every request).
 
 mod auth;
 mod cors;
@@ -30,6 +31,7 @@ mod run;
 mod runs;
 mod serve;
 mod threads;
+mod trace;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -44,7 +46,6 @@ use axum::{Json, Router};
 use serde_json::json;
 use tower_http::catch_panic::CatchPanicLayer;
 use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
-use tower_http::trace::TraceLayer;
 
 use crate::agent::Agent;
 use crate::settings::{InputLimitSettings, Settings, SettingsError};
@@ -108,6 +109,7 @@ pub fn router(state: AppState, settings: &Settings) -> Result<Router, SettingsEr
     // authentication, panics, body limit, content type and body read timeout, then the handler.
     let body_read_timeout = Duration::from_secs_f64(settings.server.body_read_timeout_secs);
     let mut router = routes
+        .route_layer(middleware::from_fn(trace::name_route))
         .fallback(not_found)
         .layer(middleware::from_fn_with_state(
             decode::BodyReadTimeout(body_read_timeout),
@@ -128,21 +130,7 @@ pub fn router(state: AppState, settings: &Settings) -> Result<Router, SettingsEr
         router = router.layer(cors);
     }
     Ok(router
-        .layer(
-            TraceLayer::new_for_http().make_span_with(|request: &Request| {
-                let request_id = request
-                    .headers()
-                    .get(&REQUEST_ID)
-                    .and_then(|v| v.to_str().ok())
-                    .unwrap_or_default();
-                tracing::info_span!(
-                    "request",
-                    method = %request.method(),
-                    path = request.uri().path(),
-                    request_id,
-                )
-            }),
-        )
+        .layer(trace::layer())
         .layer(PropagateRequestIdLayer::new(REQUEST_ID))
         .layer(SetRequestIdLayer::new(REQUEST_ID, MakeRequestUuid))
         .with_state(state))

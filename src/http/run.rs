@@ -14,7 +14,7 @@ use super::extract::{NamedAgent, Scopes};
 use super::{ApiError, AppState};
 use crate::agent::RunRequest;
 use crate::session::{NewRun, RunBody};
-use crate::telemetry::{self, genai};
+use crate::telemetry::genai;
 
 /// The request header by which a client asks its run to go on after a disconnect (`continue`),
 /// for a reconnect to pick up; `forwardedProps.aguiHost.onDisconnect` says the same from a
@@ -56,9 +56,8 @@ async fn run_agent(
     let mut request = RunRequest::from(input);
     request.scope = caller;
     let asks_to_continue = asks_to_continue(headers, request.forwarded_props.as_ref());
+    // A child of the request's HTTP server span, which continued the caller's trace.
     let span = genai::run_span(agent_name, &request.thread_id, &request.run_id);
-    // Before the span is first entered: a started span keeps the trace it began in.
-    telemetry::continue_trace(&span, headers);
     let session = state
         .sessions
         .open(NewRun {

@@ -295,6 +295,8 @@ pub(crate) struct ChunkParser {
     head: SharedHead,
     /// The chunks this reply repeats but for one string, read without the JSON parser.
     shapes: Shapes,
+    /// The reply's `id` and `model`, for traces.
+    names: names::ResponseNamer,
 }
 
 /// Why `[DONE]` after chunks that never carried a choice is an error: every chat completion
@@ -352,6 +354,7 @@ impl ChunkParser {
                     .then(|| self.head.tail(data))
                     .flatten();
                 let found = learnable.and_then(|tail| Some((tail, one_string(&chunk)?)));
+                self.names.name(data, self.choice_index.is_some(), out);
                 let flow = self.on_chunk(chunk, data, out)?;
                 if let Some((tail, (choice, found))) = found {
                     self.learn_shape(data, tail, choice, &found);
@@ -745,6 +748,7 @@ impl EventParser for ChunkParser {
 /// The typed fast path of [`parse_object`].
 mod fast;
 mod head;
+mod names;
 mod shape;
 
 #[cfg(test)]

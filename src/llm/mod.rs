@@ -193,6 +193,12 @@ pub enum LlmEvent {
         arguments: String,
     },
     Usage(Usage),
+    /// The completion's `id` and the `model` that answered, from the first chunk's head; sent
+    /// once, before anything else, when the server names either.
+    Response {
+        id: Option<String>,
+        model: Option<String>,
+    },
     Finished {
         reason: FinishReason,
     },
@@ -322,6 +328,25 @@ impl LlmClient {
     pub fn is_offline(&self) -> bool {
         matches!(self.backend, Backend::Offline)
     }
+
+    /// Where this client's model calls go and the sampling settings they carry, as traces name
+    /// them; nothing for the offline model.
+    pub fn call_target(&self) -> CallTarget {
+        match &self.backend {
+            Backend::Offline => CallTarget::default(),
+            Backend::Http(backend) => backend.call_target(),
+        }
+    }
+}
+
+/// See [`LlmClient::call_target`].
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct CallTarget {
+    /// The model server's host, and its port (the scheme's default when the URL names none).
+    pub server_address: Option<String>,
+    pub server_port: Option<u16>,
+    pub temperature: Option<f32>,
+    pub max_tokens: Option<u32>,
 }
 
 #[cfg(test)]

@@ -24,6 +24,7 @@ use reqwest::{StatusCode, Url};
 
 use super::error::{LlmError, Redactor, TimeoutPhase, UnreachableCause};
 use super::{ChatRequest, LlmEvent};
+use crate::retry::RetryPolicy;
 use crate::settings::LlmSettings;
 use body::BodyReader;
 use transport::{SendErrorKind, Transport};
@@ -39,8 +40,10 @@ const ERROR_LOG_CHARS: usize = 1024;
 pub(super) const JSON_BODY_LIMIT: usize = 16 * 1024 * 1024;
 /// Anthropic's "overloaded" status: the service is busy, the request was not processed.
 const ANTHROPIC_OVERLOADED: u16 = 529;
-const RETRY_BASE: Duration = Duration::from_millis(250);
-const RETRY_CAP: Duration = Duration::from_secs(8);
+/// The waits between attempts when the server names none: 125 ms doubling to 4 s (each with up to
+/// as much again of jitter), as many times as `llm.max_retries` allows.
+const RETRY_FIRST_WAIT: Duration = Duration::from_millis(125);
+const RETRY_MAX_WAIT: Duration = Duration::from_secs(4);
 /// A longer `Retry-After` means the server is out for a while: fail now rather than hold the
 /// user's run open.
 const RETRY_AFTER_CAP: Duration = Duration::from_secs(30);
@@ -256,6 +259,20 @@ impl HttpBackend {
         &self.default_model
     }
 
+    pub(crate) fn call_target(&self) -> super::CallTarget {
+        super::CallTarget {
+            // Without an IPv6 address's brackets.
+            server_address: self.url.host_str().map(|host| {
+                host.trim_start_matches('[')
+                    .trim_end_matches(']')
+                    .to_owned()
+            }),
+            server_port: self.url.port_or_known_default(),
+            temperature: self.temperature,
+            max_tokens: self.max_tokens,
+        }
+    }
+
     fn model_for(&self, request: &ChatRequest) -> String {
         request
             .model
@@ -376,16 +393,26 @@ impl HttpBackend {
         }
     }
 
+    fn retry_policy(&self) -> RetryPolicy {
+        RetryPolicy::new(RETRY_FIRST_WAIT, RETRY_MAX_WAIT)
+            .with_max_retries(usize::try_from(self.max_retries).unwrap_or(usize::MAX))
+    }
+
     async fn send_with_retries(&self, body: Bytes) -> Result<transport::Response, LlmError> {
+        let mut waits = self.retry_policy().waits();
         let mut attempt: u32 = 0;
         loop {
             let failure = match self.send_once(body.clone()).await {
                 Ok(response) => return Ok(response),
                 Err(failure) => failure,
             };
-            if !failure.retryable || attempt >= self.max_retries {
+            if !failure.retryable {
                 return Err(failure.error);
             }
+            // Taken even when the server names its wait, so `max_retries` bounds both.
+            let Some(backoff) = waits.next() else {
+                return Err(failure.error);
+            };
             let delay = match failure.retry_after {
                 Some(wait) if wait > RETRY_AFTER_CAP => {
                     tracing::warn!(
@@ -396,7 +423,7 @@ impl HttpBackend {
                     return Err(failure.error);
                 }
                 Some(wait) => wait,
-                None => backoff(attempt, jitter()),
+                None => backoff,
             };
             attempt += 1;
             tracing::warn!(
@@ -625,29 +652,6 @@ fn retry_after(headers: &HeaderMap) -> Option<Duration> {
         return Some(Duration::from_secs_f64((ms / 1000.0).min(1e6)));
     }
     number("retry-after").map(|secs| Duration::from_secs_f64(secs.min(1e6)))
-}
-
-/// Exponential backoff (250 ms × 2^attempt, capped at 8 s) with "equal jitter": half of the
-/// delay is fixed, half random, so simultaneous clients spread out. `unit` is in [0, 1).
-pub(crate) fn backoff(attempt: u32, unit: f64) -> Duration {
-    let exponential = RETRY_BASE
-        .checked_mul(1u32 << attempt.min(16))
-        .unwrap_or(RETRY_CAP)
-        .min(RETRY_CAP);
-    let half = exponential / 2;
-    // `mul_f64` panics on NaN; a NaN unit means no jitter.
-    let unit = if unit.is_nan() {
-        0.0
-    } else {
-        unit.clamp(0.0, 1.0)
-    };
-    half + half.mul_f64(unit)
-}
-
-/// A random number in [0, 1) from a v4 UUID (no `rand` dependency needed for jitter).
-fn jitter() -> f64 {
-    let bits = (uuid::Uuid::new_v4().as_u128() >> 75) as u64; // 53 random bits
-    bits as f64 / (1u64 << 53) as f64
 }
 
 /// Adds `extra` to `headers` as reqwest's `RequestBuilder::headers` does: a name in `extra`

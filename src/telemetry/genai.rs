@@ -1,7 +1,7 @@
 //! The spans a run is traced with, named after the OpenTelemetry GenAI semantic conventions
 //! (every attribute name lives here): `invoke_agent {agent}` for the run, `chat {model}` for each
-//! model call, `execute_tool {tool}` for each server tool call. Approvals are events of the run
-//! span.
+//! model call, `execute_tool {tool}` for each server tool call, and `tools/call {tool}` for the
+//! MCP request of an MCP tool (the MCP conventions). Approvals are events of the run span.
 //!
 //! When no spans are exported, the run span is the plain `run` span the logs always had and the
 //! others are disabled spans, so a server without export does no extra work per run. Prompt and
@@ -26,7 +26,9 @@ pub fn captures_content() -> bool {
 }
 
 /// The run: from the request until its stream's last event (the SSE body holds it). Of kind
-/// SERVER: no span of the HTTP layer is exported, so this is where a caller's trace enters.
+/// INTERNAL, under the request's HTTP server span (`telemetry::server`), which is where a
+/// caller's trace enters. The agent records its provider and model, and the tokens of all its
+/// model calls, on it.
 pub fn run_span(agent: &str, thread_id: &str, run_id: &str) -> Span {
     if !is_exporting() {
         return tracing::info_span!("run", agent, thread_id, run_id);
@@ -37,15 +39,36 @@ pub fn run_span(agent: &str, thread_id: &str, run_id: &str) -> Span {
         thread_id,
         run_id,
         otel.name = format!("invoke_agent {agent}"),
-        otel.kind = "server",
+        otel.kind = "internal",
         otel.status_code = Empty,
         gen_ai.operation.name = "invoke_agent",
         gen_ai.agent.name = agent,
         gen_ai.conversation.id = thread_id,
+        gen_ai.provider.name = Empty,
+        gen_ai.request.model = Empty,
+        gen_ai.usage.input_tokens = Empty,
+        gen_ai.usage.output_tokens = Empty,
         agui.run.id = run_id,
         agui.run.outcome = Empty,
         error.type = Empty,
     )
+}
+
+/// The provider and model the run's agent calls.
+pub fn record_agent_model(span: &Span, provider: &str, model: &str) {
+    span.record("gen_ai.provider.name", provider_name(provider));
+    span.record("gen_ai.request.model", model);
+}
+
+/// The tokens of every model call of the run so far.
+pub fn record_agent_usage(span: &Span, input_tokens: u64, output_tokens: u64) {
+    span.record("gen_ai.usage.input_tokens", token_count(input_tokens));
+    span.record("gen_ai.usage.output_tokens", token_count(output_tokens));
+}
+
+/// As i64: OpenTelemetry integers are signed, and a u64 field would be exported as text.
+fn token_count(tokens: u64) -> i64 {
+    i64::try_from(tokens).unwrap_or(i64::MAX)
 }
 
 /// Records how a run ended: `finished`, `cancelled` (the client went away), or the stable code
@@ -57,21 +80,41 @@ pub fn record_run_outcome(span: &Span, outcome: &str, failed: bool) {
     }
 }
 
+/// What a model call is sent to and with.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ModelCall<'a> {
+    pub provider: &'a str,
+    pub model: &'a str,
+    pub thread_id: &'a str,
+    /// The model server's host and port (none for the offline model).
+    pub server_address: Option<&'a str>,
+    pub server_port: Option<u16>,
+    pub temperature: Option<f32>,
+    pub max_tokens: Option<u32>,
+}
+
 /// One model call (one streamed chat completion, retries included), of kind CLIENT.
-pub fn model_call_span(provider: &str, model: &str, thread_id: &str) -> Span {
+pub fn model_call_span(call: &ModelCall<'_>) -> Span {
     if !is_exporting() {
         return Span::none();
     }
+    let model = call.model;
     tracing::info_span!(
         "chat",
         otel.name = format!("chat {model}"),
         otel.kind = "client",
         otel.status_code = Empty,
         gen_ai.operation.name = "chat",
-        gen_ai.provider.name = provider_name(provider),
+        gen_ai.provider.name = provider_name(call.provider),
         gen_ai.request.model = model,
         gen_ai.request.stream = true,
-        gen_ai.conversation.id = thread_id,
+        gen_ai.request.temperature = call.temperature.map(f64::from),
+        gen_ai.request.max_tokens = call.max_tokens.map(i64::from),
+        gen_ai.conversation.id = call.thread_id,
+        server.address = call.server_address,
+        server.port = call.server_port.map(i64::from),
+        gen_ai.response.id = Empty,
+        gen_ai.response.model = Empty,
         gen_ai.usage.input_tokens = Empty,
         gen_ai.usage.output_tokens = Empty,
         gen_ai.usage.cache_read.input_tokens = Empty,
@@ -83,10 +126,20 @@ pub fn model_call_span(provider: &str, model: &str, thread_id: &str) -> Span {
 }
 
 /// The convention's well-known provider names, where ours differ.
-fn provider_name(provider: &str) -> &str {
+pub(super) fn provider_name(provider: &str) -> &str {
     match provider {
         "azure" => "azure.ai.openai",
         other => other,
+    }
+}
+
+/// The completion's id and the model that answered, as the model server named them.
+pub fn record_response(span: &Span, id: Option<&str>, model: Option<&str>) {
+    if let Some(id) = id {
+        span.record("gen_ai.response.id", id);
+    }
+    if let Some(model) = model {
+        span.record("gen_ai.response.model", model);
     }
 }
 
@@ -98,15 +151,16 @@ pub fn record_usage(
     cached_input_tokens: Option<u64>,
     reasoning_tokens: Option<u64>,
 ) {
-    // As i64: OpenTelemetry integers are signed, and a u64 field would be exported as text.
-    let count = |tokens: u64| i64::try_from(tokens).unwrap_or(i64::MAX);
-    span.record("gen_ai.usage.input_tokens", count(input_tokens));
-    span.record("gen_ai.usage.output_tokens", count(output_tokens));
+    span.record("gen_ai.usage.input_tokens", token_count(input_tokens));
+    span.record("gen_ai.usage.output_tokens", token_count(output_tokens));
     if let Some(cached) = cached_input_tokens {
-        span.record("gen_ai.usage.cache_read.input_tokens", count(cached));
+        span.record("gen_ai.usage.cache_read.input_tokens", token_count(cached));
     }
     if let Some(reasoning) = reasoning_tokens {
-        span.record("gen_ai.usage.reasoning.output_tokens", count(reasoning));
+        span.record(
+            "gen_ai.usage.reasoning.output_tokens",
+            token_count(reasoning),
+        );
     }
 }
 
@@ -156,12 +210,73 @@ pub fn tool_span(tool: &str, call_id: &str) -> Span {
         gen_ai.operation.name = "execute_tool",
         gen_ai.tool.name = tool,
         gen_ai.tool.call.id = call_id,
-        gen_ai.tool.type = "function",
+        // Run by the agent, not by the client: the conventions' `extension`, where `function`
+        // is a tool the client carries out.
+        gen_ai.tool.type = "extension",
         gen_ai.tool.call.arguments = Empty,
         gen_ai.tool.call.result = Empty,
         agui.tool.outcome = Empty,
         error.type = Empty,
     )
+}
+
+/// One MCP request (`tools/call`) to a server, of kind CLIENT, under the tool call's span, by
+/// the MCP semantic conventions. Its trace context goes to the server in `params._meta`
+/// ([`super::trace_context`]), so the server's spans join the run's trace.
+pub fn mcp_call_span(tool: &str, server: &str, transport: McpTransport<'_>) -> Span {
+    if !is_exporting() {
+        return Span::none();
+    }
+    let (network_transport, address, port) = match transport {
+        McpTransport::Pipe => ("pipe", None, None),
+        McpTransport::Tcp { address, port } => ("tcp", address, port.map(i64::from)),
+    };
+    tracing::info_span!(
+        "mcp",
+        otel.name = format!("tools/call {tool}"),
+        otel.kind = "client",
+        otel.status_code = Empty,
+        mcp.method.name = "tools/call",
+        mcp.protocol.version = Empty,
+        gen_ai.operation.name = "execute_tool",
+        gen_ai.tool.name = tool,
+        agui.mcp.server = server,
+        network.transport = network_transport,
+        server.address = address,
+        server.port = port,
+        jsonrpc.request.id = Empty,
+        rpc.response.status_code = Empty,
+        error.type = Empty,
+    )
+}
+
+/// How an MCP server is reached.
+#[derive(Debug, Clone, Copy)]
+pub enum McpTransport<'a> {
+    /// A child process over its standard input and output.
+    Pipe,
+    /// Streamable HTTP.
+    Tcp {
+        address: Option<&'a str>,
+        port: Option<u16>,
+    },
+}
+
+/// What the MCP request was sent as, and the protocol version the server agreed to.
+pub fn record_mcp_request(span: &Span, request_id: &str, protocol_version: Option<&str>) {
+    span.record("jsonrpc.request.id", request_id);
+    if let Some(version) = protocol_version {
+        span.record("mcp.protocol.version", version);
+    }
+}
+
+/// An MCP request that failed: a JSON-RPC error code from the server, or how the connection
+/// failed.
+pub fn record_mcp_failure(span: &Span, error_type: &str, json_rpc_code: Option<i64>) {
+    if let Some(code) = json_rpc_code {
+        span.record("rpc.response.status_code", code.to_string());
+    }
+    record_error(span, error_type);
 }
 
 /// Records a tool call's outcome: `ok`, or the kind of its failure.

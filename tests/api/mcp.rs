@@ -48,7 +48,7 @@ fn everything_js() -> PathBuf {
 }
 
 /// The in-repo rmcp server, built on first use when `cargo test` was filtered to one binary.
-fn test_server_exe() -> PathBuf {
+pub(crate) fn test_server_exe() -> PathBuf {
     static BUILT: OnceLock<PathBuf> = OnceLock::new();
     BUILT
         .get_or_init(|| {

@@ -16,6 +16,9 @@ use axum::http::header;
 use axum::response::IntoResponse;
 use axum::routing::post;
 use axum::Router;
+use opentelemetry_proto::tonic::collector::metrics::v1::{
+    ExportMetricsServiceRequest, ExportMetricsServiceResponse,
+};
 use opentelemetry_proto::tonic::collector::trace::v1::trace_service_server::{
     TraceService, TraceServiceServer,
 };
@@ -24,6 +27,8 @@ use opentelemetry_proto::tonic::collector::trace::v1::{
 };
 use opentelemetry_proto::tonic::common::v1::any_value::Value as AnyValue;
 use opentelemetry_proto::tonic::common::v1::KeyValue;
+use opentelemetry_proto::tonic::metrics::v1::metric::Data as MetricData;
+use opentelemetry_proto::tonic::metrics::v1::HistogramDataPoint;
 use opentelemetry_proto::tonic::trace::v1::span::SpanKind;
 use opentelemetry_proto::tonic::trace::v1::Span;
 use prost::Message;
@@ -42,6 +47,7 @@ const CALLER_SPAN_ID: &str = "00f067aa0ba902b7";
 #[derive(Clone, Default)]
 struct Receiver {
     exports: Arc<Mutex<Vec<ExportTraceServiceRequest>>>,
+    metric_exports: Arc<Mutex<Vec<ExportMetricsServiceRequest>>>,
 }
 
 impl Receiver {
@@ -50,6 +56,7 @@ impl Receiver {
         let address = listener.local_addr().unwrap();
         let router = Router::new()
             .route("/v1/traces", post(receive))
+            .route("/v1/metrics", post(receive_metrics))
             .with_state(self.clone());
         tokio::spawn(async move { axum::serve(listener, router).await });
         format!("http://{address}")
@@ -95,6 +102,15 @@ async fn receive(State(receiver): State<Receiver>, body: Bytes) -> impl IntoResp
     )
 }
 
+async fn receive_metrics(State(receiver): State<Receiver>, body: Bytes) -> impl IntoResponse {
+    let export = ExportMetricsServiceRequest::decode(body).expect("an OTLP protobuf export");
+    receiver.metric_exports.lock().unwrap().push(export);
+    (
+        [(header::CONTENT_TYPE, "application/x-protobuf")],
+        ExportMetricsServiceResponse::default().encode_to_vec(),
+    )
+}
+
 fn attribute<'a>(attributes: &'a [KeyValue], key: &str) -> Option<&'a AnyValue> {
     attributes
         .iter()
@@ -114,6 +130,13 @@ fn int_attribute(attributes: &[KeyValue], key: &str) -> Option<i64> {
     match attribute(attributes, key)? {
         AnyValue::IntValue(value) => Some(*value),
         other => panic!("{key} is not an integer: {other:?}"),
+    }
+}
+
+fn double_attribute(attributes: &[KeyValue], key: &str) -> Option<f64> {
+    match attribute(attributes, key)? {
+        AnyValue::DoubleValue(value) => Some(*value),
+        other => panic!("{key} is not a double: {other:?}"),
     }
 }
 
@@ -218,12 +241,9 @@ async fn post_traced_run(server: &Server, path: &str, body: &Value) -> Vec<Value
     parse_sse(&response.text().await.unwrap())
 }
 
-#[tokio::test]
-#[cfg_attr(not(feature = "otel"), ignore = "built without the otel feature")]
-async fn a_run_with_a_tool_call_exports_one_trace_continuing_the_callers() {
-    let receiver = Receiver::default();
-    let endpoint = receiver.start().await;
-    let fake = FakeLlm::start().await;
+/// The model's side of a run that calls `get_weather` (31 tokens in, 12 out), then answers
+/// (58 in, 6 out).
+fn push_weather_run(fake: &FakeLlm) {
     let call = ("call_w1", "get_weather", r#"{"location":"Paris"}"#);
     fake.push(Reply::Sse(chunks::with_usage(
         chunks::tool_calls(&[call], false),
@@ -235,11 +255,22 @@ async fn a_run_with_a_tool_call_exports_one_trace_continuing_the_callers() {
         58,
         6,
     )));
+}
+
+#[tokio::test]
+#[cfg_attr(not(feature = "otel"), ignore = "built without the otel feature")]
+async fn a_run_with_a_tool_call_exports_one_trace_continuing_the_callers() {
+    let receiver = Receiver::default();
+    let endpoint = receiver.start().await;
+    let fake = FakeLlm::start().await;
+    push_weather_run(&fake);
     let server = Server::start(
         &fake,
         &[
             ("OTEL_EXPORTER_OTLP_ENDPOINT", &endpoint),
             ("OTEL_SERVICE_NAME", "agents-under-test"),
+            ("APP_LLM__TEMPERATURE", "0.25"),
+            ("APP_LLM__MAX_TOKENS", "256"),
         ],
     )
     .await;
@@ -248,8 +279,39 @@ async fn a_run_with_a_tool_call_exports_one_trace_continuing_the_callers() {
     body["runId"] = "run-otel".into();
     let events = post_traced_run(&server, "/backend_tool_rendering", &body).await;
     assert_eq!(last(&events)["type"], "RUN_FINISHED");
+    // Routes other than runs have spans too, a request that matches none included.
+    let client = reqwest::Client::new();
+    for path in ["/health", "/no/such/route"] {
+        client
+            .get(format!("{}{path}", server.address))
+            .header("traceparent", format!("00-{TRACE_ID}-{CALLER_SPAN_ID}-01"))
+            .send()
+            .await
+            .unwrap();
+    }
     let server_log = server.stop().await;
     receiver.expect_spans(&server_log);
+    let all: Vec<Span> = receiver.spans().into_iter().map(|(_, span)| span).collect();
+    let health = all
+        .iter()
+        .find(|span| span.name == "GET /health")
+        .expect("a span for GET /health");
+    assert_eq!(
+        int_attribute(&health.attributes, "http.response.status_code"),
+        Some(200)
+    );
+    let unmatched = all
+        .iter()
+        .find(|span| {
+            string_attribute(&span.attributes, "url.path").as_deref() == Some("/no/such/route")
+        })
+        .expect("a span for the unmatched request");
+    assert_eq!(unmatched.name, "GET", "no route, so the method alone");
+    assert!(attribute(&unmatched.attributes, "http.route").is_none());
+    assert_eq!(
+        int_attribute(&unmatched.attributes, "http.response.status_code"),
+        Some(404)
+    );
 
     let spans = receiver.spans();
     assert!(spans
@@ -270,17 +332,65 @@ async fn a_run_with_a_tool_call_exports_one_trace_continuing_the_callers() {
         spans.iter().map(|s| &s.name).collect::<Vec<_>>()
     );
     let run = runs[0];
+    let request = assert_request_span(&spans, run, "/{agent}", "/backend_tool_rendering");
+    assert_eq!(hex(&request.parent_span_id), CALLER_SPAN_ID);
     assert_run_span(run);
+    // The agent's provider and model, and the tokens of both model calls.
+    let run_attr = |key| string_attribute(&run.attributes, key);
+    assert_eq!(run_attr("gen_ai.provider.name").as_deref(), Some("openai"));
+    assert_eq!(
+        run_attr("gen_ai.request.model").as_deref(),
+        Some("gpt-4o-mini")
+    );
+    assert_eq!(
+        int_attribute(&run.attributes, "gen_ai.usage.input_tokens"),
+        Some(31 + 58)
+    );
+    assert_eq!(
+        int_attribute(&run.attributes, "gen_ai.usage.output_tokens"),
+        Some(12 + 6)
+    );
 
     let model_calls = named("chat gpt-4o-mini");
     assert_eq!(model_calls.len(), 2);
     let mut model_calls = model_calls.clone();
     model_calls.sort_by_key(|s| s.start_time_unix_nano);
     let expected = [(31, 12, "tool_call"), (58, 6, "stop")];
+    let fake_port = fake
+        .base_url()
+        .rsplit(':')
+        .next()
+        .unwrap()
+        .trim_end_matches("/v1")
+        .parse::<i64>()
+        .unwrap();
     for (span, expected) in model_calls.iter().zip(expected) {
         assert_eq!(span.parent_span_id, run.span_id);
         assert_model_call_span(span, expected);
+        let attrs = &span.attributes;
+        assert_eq!(
+            string_attribute(attrs, "server.address").as_deref(),
+            Some("127.0.0.1")
+        );
+        assert_eq!(int_attribute(attrs, "server.port"), Some(fake_port));
+        // From the chunks' head: the completion's id and the model that answered.
+        assert_eq!(
+            string_attribute(attrs, "gen_ai.response.id").as_deref(),
+            Some("chatcmpl-1")
+        );
+        assert_eq!(
+            string_attribute(attrs, "gen_ai.response.model").as_deref(),
+            Some("gpt-4o-mini")
+        );
+        assert_eq!(
+            double_attribute(attrs, "gen_ai.request.temperature"),
+            Some(0.25)
+        );
+        assert_eq!(int_attribute(attrs, "gen_ai.request.max_tokens"), Some(256));
     }
+
+    // The request's span lasts as long as its stream, the last model call included.
+    assert!(request.end_time_unix_nano >= model_calls[1].end_time_unix_nano);
 
     let tools = named("execute_tool get_weather");
     assert_eq!(tools.len(), 1);
@@ -305,6 +415,11 @@ fn assert_tool_span(tool: &Span, run: &Span, model_calls: &[&Span]) {
         string_attribute(&tool.attributes, "agui.tool.outcome").as_deref(),
         Some("ok")
     );
+    // Run by the agent: an `extension` (a `function` is carried out by the client).
+    assert_eq!(
+        string_attribute(&tool.attributes, "gen_ai.tool.type").as_deref(),
+        Some("extension")
+    );
     assert!(attribute(&tool.attributes, "gen_ai.tool.call.arguments").is_none());
     // The tool ran between the two model calls.
     assert!(tool.start_time_unix_nano >= model_calls[0].end_time_unix_nano);
@@ -328,10 +443,33 @@ fn assert_upstream_requests_carry_their_spans(fake: &FakeLlm, model_calls: &[&Sp
     }
 }
 
-/// The run's span: a server span under the caller's, with the run's names and outcome.
+/// The HTTP server span the run's span is under: named after the route, with the request's
+/// `http.*` attributes and its status.
+fn assert_request_span<'a>(spans: &'a [Span], run: &Span, route: &str, path: &str) -> &'a Span {
+    let request = spans
+        .iter()
+        .find(|span| span.span_id == run.parent_span_id)
+        .expect("the run's span is under the request's");
+    assert_eq!(request.name, format!("POST {route}"));
+    assert_eq!(request.kind, SpanKind::Server as i32);
+    let attr = |key| string_attribute(&request.attributes, key);
+    assert_eq!(attr("http.request.method").as_deref(), Some("POST"));
+    assert_eq!(attr("http.route").as_deref(), Some(route));
+    assert_eq!(attr("url.path").as_deref(), Some(path));
+    assert_eq!(attr("url.scheme").as_deref(), Some("http"));
+    assert_eq!(attr("server.address").as_deref(), Some("127.0.0.1"));
+    assert_eq!(attr("network.protocol.version").as_deref(), Some("1.1"));
+    assert_eq!(
+        int_attribute(&request.attributes, "http.response.status_code"),
+        Some(200)
+    );
+    assert!(int_attribute(&request.attributes, "server.port").is_some());
+    request
+}
+
+/// The run's span: an internal span under the request's, with the run's names and outcome.
 fn assert_run_span(run: &Span) {
-    assert_eq!(hex(&run.parent_span_id), CALLER_SPAN_ID);
-    assert_eq!(run.kind, SpanKind::Server as i32);
+    assert_eq!(run.kind, SpanKind::Internal as i32);
     let run_attr = |key| string_attribute(&run.attributes, key);
     assert_eq!(
         run_attr("gen_ai.operation.name").as_deref(),
@@ -618,4 +756,289 @@ async fn without_an_otlp_endpoint_no_trace_context_goes_upstream() {
     let upstream = app.fake.requests();
     assert_eq!(upstream.len(), 1);
     assert_eq!(upstream[0].header("traceparent"), None);
+}
+
+/// A run that asks for approval of an MCP tool, and the run that resumes it: the approved call
+/// runs over MCP (its server sees the `traceparent` of the call's span in `params._meta`), the
+/// model then calls a server tool and answers. Every span continues the caller's trace under
+/// its request's HTTP span; content is captured as the GenAI instrumentations' variable asks;
+/// the JSON log lines of the run name its trace and span.
+#[tokio::test]
+#[cfg_attr(not(feature = "otel"), ignore = "built without the otel feature")]
+async fn an_approved_mcp_call_carries_the_trace_to_its_server_and_the_logs_name_the_trace() {
+    let receiver = Receiver::default();
+    let endpoint = receiver.start().await;
+    let fake = FakeLlm::start().await;
+    let config = std::env::temp_dir().join(format!("agui-otel-mcp-{}.toml", std::process::id()));
+    std::fs::write(
+        &config,
+        format!(
+            r#"
+[agents.ops]
+instructions = "Help."
+
+[[agents.ops.tools]]
+name = "get_weather"
+description = "The weather."
+kind = "static"
+parameters = {{ type = "object", properties = {{ location = {{ type = "string" }} }} }}
+result = {{ conditions = "sunny" }}
+
+[[agents.ops.mcp_servers]]
+name = "test"
+transport = "stdio"
+command = "{}"
+args = ["stdio"]
+include = ["meta"]
+
+[agents.ops.mcp_servers.tools.meta]
+approval = "always"
+"#,
+            crate::mcp::test_server_exe().display()
+        ),
+    )
+    .unwrap();
+    fake.push(Reply::Sse(chunks::with_usage(
+        chunks::tool_calls(&[("call_m1", "test__meta", "{}")], false),
+        20,
+        5,
+    )));
+    fake.push(Reply::Sse(chunks::with_usage(
+        chunks::tool_calls(
+            &[("call_w1", "get_weather", r#"{"location":"Oslo"}"#)],
+            false,
+        ),
+        40,
+        7,
+    )));
+    fake.push(Reply::Sse(chunks::with_usage(
+        chunks::text_reply(&["Sunny."]),
+        60,
+        3,
+    )));
+    let env = [
+        ("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint.as_str()),
+        ("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", "true"),
+        ("APP_CONFIG_FILE", config.to_str().unwrap()),
+    ];
+    let mut server = Server::start(&fake, &env).await;
+    server.address.push_str("/ops");
+    let before = vec![user("Show me the meta, then the weather in Oslo")];
+    let asked = post_traced_run(&server, "", &input(before.clone())).await;
+    let history = client_history(&before, &asked);
+    let approval = resolved(&interrupt_id(&asked, "call_m1"), json!({"approved": true}));
+    let resumed = post_traced_run(&server, "", &resume_input(history, json!([approval]))).await;
+    assert_eq!(last(&resumed)["type"], "RUN_FINISHED");
+    let server_log = server.stop().await;
+    let _ = std::fs::remove_file(&config);
+    receiver.expect_spans(&server_log);
+    let spans: Vec<Span> = receiver.spans().into_iter().map(|(_, span)| span).collect();
+    assert!(spans.iter().all(|span| hex(&span.trace_id) == TRACE_ID));
+
+    // The resumed run, under its request's span, with its approval, its model's names and the
+    // tokens of its two model calls.
+    let run = spans
+        .iter()
+        .find(|s| string_attribute(&s.attributes, "agui.run.id").as_deref() == Some("r2"))
+        .expect("the resumed run's span");
+    let request = assert_request_span(&spans, run, "/{agent}", "/ops");
+    assert_eq!(hex(&request.parent_span_id), CALLER_SPAN_ID);
+    assert_eq!(run.kind, SpanKind::Internal as i32);
+    assert!(run.events.iter().any(|e| e.name == "approval decided"));
+    assert_eq!(
+        string_attribute(&run.attributes, "gen_ai.provider.name").as_deref(),
+        Some("openai")
+    );
+    assert_eq!(
+        int_attribute(&run.attributes, "gen_ai.usage.input_tokens"),
+        Some(100)
+    );
+    assert_eq!(
+        int_attribute(&run.attributes, "gen_ai.usage.output_tokens"),
+        Some(10)
+    );
+
+    // The MCP tool's span, and under it the MCP request's, whose context the server received.
+    let tool = spans
+        .iter()
+        .find(|s| s.name == "execute_tool test__meta")
+        .expect("the approved MCP call runs");
+    assert_eq!(tool.parent_span_id, run.span_id);
+    assert_eq!(
+        string_attribute(&tool.attributes, "gen_ai.tool.type").as_deref(),
+        Some("extension")
+    );
+    let mcp = spans
+        .iter()
+        .find(|s| s.name == "tools/call meta")
+        .expect("the MCP request's span");
+    assert_eq!(mcp.parent_span_id, tool.span_id);
+    assert_eq!(mcp.kind, SpanKind::Client as i32);
+    let mcp_attr = |key| string_attribute(&mcp.attributes, key);
+    assert_eq!(mcp_attr("mcp.method.name").as_deref(), Some("tools/call"));
+    assert_eq!(mcp_attr("gen_ai.tool.name").as_deref(), Some("meta"));
+    assert_eq!(
+        mcp_attr("gen_ai.operation.name").as_deref(),
+        Some("execute_tool")
+    );
+    assert_eq!(mcp_attr("network.transport").as_deref(), Some("pipe"));
+    assert!(mcp_attr("mcp.protocol.version").is_some_and(|v| !v.is_empty()));
+    assert!(mcp_attr("jsonrpc.request.id").is_some());
+    let seen: Value = serde_json::from_str(
+        of_type(&resumed, "TOOL_CALL_RESULT")
+            .into_iter()
+            .find(|e| e["toolCallId"] == "call_m1")
+            .expect("the MCP call's result")["content"]
+            .as_str()
+            .unwrap(),
+    )
+    .expect("the server's _meta as JSON");
+    assert_eq!(
+        seen["traceparent"],
+        format!("00-{TRACE_ID}-{}-01", hex(&mcp.span_id)),
+        "the MCP server sees the call's trace context: {seen}"
+    );
+
+    // The server tool's span, and the model calls' captured output with their finish reasons.
+    let weather = spans
+        .iter()
+        .find(|s| s.name == "execute_tool get_weather")
+        .expect("the server tool runs");
+    assert_eq!(weather.parent_span_id, run.span_id);
+    let mut calls: Vec<&Span> = spans
+        .iter()
+        .filter(|s| s.name.starts_with("chat ") && s.parent_span_id == run.span_id)
+        .collect();
+    calls.sort_by_key(|s| s.start_time_unix_nano);
+    let finish_reasons: Vec<Value> = calls
+        .iter()
+        .map(|call| {
+            let output = string_attribute(&call.attributes, "gen_ai.output.messages")
+                .expect("the output is captured");
+            serde_json::from_str::<Value>(&output).unwrap()[0]["finish_reason"].clone()
+        })
+        .collect();
+    assert_eq!(finish_reasons, [json!("tool_call"), json!("stop")]);
+
+    // The run's log lines name its trace and the span they were written in.
+    let ended: Value = server_log
+        .lines()
+        .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+        .find(|line| line["message"] == "run ended" && line["span"]["run_id"] == "r2")
+        .unwrap_or_else(|| panic!("a `run ended` line for r2: {server_log}"));
+    assert_eq!(ended["trace_id"], TRACE_ID);
+    assert_eq!(ended["span_id"], hex(&run.span_id));
+}
+
+impl Receiver {
+    /// The data points of histogram `name` in the last export that had it (the exporter sends
+    /// cumulative totals, so the last is the whole run).
+    fn histogram(&self, name: &str) -> Vec<HistogramDataPoint> {
+        let exports = self.metric_exports.lock().unwrap();
+        exports
+            .iter()
+            .rev()
+            .flat_map(|export| &export.resource_metrics)
+            .flat_map(|resource| &resource.scope_metrics)
+            .flat_map(|scope| &scope.metrics)
+            .find(|metric| metric.name == name)
+            .map(|metric| match &metric.data {
+                Some(MetricData::Histogram(histogram)) => histogram.data_points.clone(),
+                other => panic!("{name} is not a histogram: {other:?}"),
+            })
+            .unwrap_or_default()
+    }
+}
+
+/// The one data point of `points` whose attributes include every `(key, value)` of `wanted`.
+fn point<'a>(points: &'a [HistogramDataPoint], wanted: &[(&str, &str)]) -> &'a HistogramDataPoint {
+    let found: Vec<&HistogramDataPoint> = points
+        .iter()
+        .filter(|point| {
+            wanted.iter().all(|(key, value)| {
+                string_attribute(&point.attributes, key).as_deref() == Some(*value)
+            })
+        })
+        .collect();
+    assert_eq!(found.len(), 1, "one point with {wanted:?} in {points:#?}");
+    found[0]
+}
+
+/// The GenAI metrics over OTLP (`gen_ai.client.token.usage`, `gen_ai.client.operation.duration`
+/// of model calls, the run and its tool call, time to first chunk), and the labelled token
+/// series of `/metrics`, for a run with a server tool call.
+#[tokio::test]
+#[cfg_attr(not(feature = "otel"), ignore = "built without the otel feature")]
+async fn the_genai_metrics_reach_an_otlp_receiver_and_prometheus_labels_the_model() {
+    let receiver = Receiver::default();
+    let endpoint = receiver.start().await;
+    let fake = FakeLlm::start().await;
+    push_weather_run(&fake);
+    let env = [
+        ("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint.as_str()),
+        // Traces off: metric export does not depend on it.
+        ("OTEL_TRACES_EXPORTER", "none"),
+    ];
+    let server = Server::start(&fake, &env).await;
+    let events = post_traced_run(
+        &server,
+        "/backend_tool_rendering",
+        &input(vec![user("Weather?")]),
+    )
+    .await;
+    assert_eq!(last(&events)["type"], "RUN_FINISHED");
+    let prometheus = reqwest::get(format!("{}/metrics", server.address))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let server_log = server.stop().await;
+    assert!(receiver.spans().is_empty(), "no trace export was asked for");
+
+    for (direction, count) in [("input", 89), ("output", 18)] {
+        let series = format!(
+            r#"agui_tokens_total{{agent="backend_tool_rendering",direction="{direction}",provider="openai",model="gpt-4o-mini"}} {count}"#
+        );
+        assert!(prometheus.contains(&series), "{series} in {prometheus}");
+    }
+
+    let tokens = receiver.histogram("gen_ai.client.token.usage");
+    assert!(
+        !tokens.is_empty(),
+        "no token metric arrived; the server's log:\n{server_log}"
+    );
+    let chat = [
+        ("gen_ai.operation.name", "chat"),
+        ("gen_ai.provider.name", "openai"),
+        ("gen_ai.request.model", "gpt-4o-mini"),
+    ];
+    for (kind, sum) in [("input", 89.0), ("output", 18.0)] {
+        let mut wanted = chat.to_vec();
+        wanted.push(("gen_ai.token.type", kind));
+        let point = point(&tokens, &wanted);
+        assert_eq!((point.count, point.sum), (2, Some(sum)), "{kind} tokens");
+    }
+    let durations = receiver.histogram("gen_ai.client.operation.duration");
+    assert_eq!(point(&durations, &chat).count, 2, "both model calls");
+    let run = point(
+        &durations,
+        &[
+            ("gen_ai.operation.name", "invoke_agent"),
+            ("gen_ai.agent.name", "backend_tool_rendering"),
+            ("gen_ai.request.model", "gpt-4o-mini"),
+        ],
+    );
+    assert_eq!(run.count, 1);
+    let tool = point(
+        &durations,
+        &[
+            ("gen_ai.operation.name", "execute_tool"),
+            ("gen_ai.tool.name", "get_weather"),
+        ],
+    );
+    assert_eq!(tool.count, 1);
+    assert!(run.sum.unwrap() >= tool.sum.unwrap());
+    let first_chunk = receiver.histogram("gen_ai.client.operation.time_to_first_chunk");
+    assert_eq!(point(&first_chunk, &chat).count, 2);
 }

@@ -76,7 +76,7 @@ impl Turn {
                 name,
                 arguments,
             } => self.tool_call_delta(index, id, name, arguments, out),
-            LlmEvent::Usage(_) | LlmEvent::Finished { .. } => {}
+            LlmEvent::Usage(_) | LlmEvent::Response { .. } | LlmEvent::Finished { .. } => {}
         }
     }
 

@@ -52,7 +52,7 @@ pub(crate) async fn chat(args: ChatArgs) -> ExitCode {
         thread_id: args.thread,
         client_tools: args.tools,
         headers: args.headers,
-        styled: std::io::stdout().is_terminal(),
+        styled: agui_host::telemetry::colours_on(std::io::stdout().is_terminal()),
     };
     match run(options, std::io::stdin().lock(), std::io::stdout()).await {
         Ok(()) => ExitCode::SUCCESS,
@@ -74,7 +74,8 @@ pub(crate) struct ChatOptions {
     pub(crate) client_tools: Vec<String>,
     /// Extra request headers, e.g. `("Authorization", "Bearer ...")`.
     pub(crate) headers: Vec<(String, String)>,
-    /// The output is a terminal: asides (connection notices) are dimmed.
+    /// The output is a terminal and `NO_COLOR` is not set: asides (connection notices) are
+    /// dimmed.
     pub(crate) styled: bool,
 }
 

@@ -7,6 +7,7 @@ use std::io::{BufRead, Write};
 use std::time::Duration;
 
 use agui_host::llm::sse::{SseDecoder, SseEvent, MAX_EVENT_BYTES};
+use agui_host::retry::RetryPolicy;
 use reqwest::header::ACCEPT;
 use reqwest::{StatusCode, Url};
 use serde_json::Value;
@@ -15,14 +16,15 @@ use super::session::{OpenChunks, RunEnd, RunSummary, Session};
 use super::transcript::error_chain;
 use super::ChatError;
 
-/// Waits before each reconnect attempt: a blip heals at once, a restarting proxy in a second
-/// or two; past that the run is given up on (it is still in the thread if the server saves it).
-const RECONNECT_BACKOFF: [Duration; 4] = [
-    Duration::from_millis(100),
-    Duration::from_millis(400),
-    Duration::from_millis(1000),
-    Duration::from_millis(2500),
-];
+/// How many times a broken stream is reconnected: a blip heals at once, a restarting proxy in
+/// a second or two; past that the run is given up on (it is still in the thread if the server
+/// saves it).
+const RECONNECT_ATTEMPTS: usize = 4;
+/// The waits before those attempts: 100 ms doubling to 800 ms, each with up to as much again of
+/// jitter (so from 0.75 s to 3 s in all), that many times.
+const RECONNECT: RetryPolicy =
+    RetryPolicy::new(Duration::from_millis(100), Duration::from_millis(800))
+        .with_max_retries(RECONNECT_ATTEMPTS);
 
 /// How one connection's stream ended.
 enum ConnectionEnd {
@@ -72,7 +74,7 @@ impl<R: BufRead, W: Write> Session<R, W> {
             };
             if resumed_from.as_deref() == Some(last_id.as_str()) {
                 stalls += 1;
-                if stalls >= RECONNECT_BACKOFF.len() {
+                if stalls >= RECONNECT_ATTEMPTS {
                     self.out
                         .line("[error] the stream keeps breaking at the same event; giving up")?;
                     summary.end = Some(RunEnd::Failed);
@@ -169,7 +171,7 @@ impl<R: BufRead, W: Write> Session<R, W> {
         self.out
             .notice(&format!("connection lost, resuming from {last_id}…"))?;
         let mut last_failure = String::new();
-        for wait in RECONNECT_BACKOFF {
+        for wait in RECONNECT.waits() {
             tokio::time::sleep(wait).await;
             let url = match self.events_url(run_id).await {
                 Ok(url) => url,
@@ -203,8 +205,7 @@ impl<R: BufRead, W: Write> Session<R, W> {
             }
         }
         self.out.line(&format!(
-            "[error] could not resume the run after {} attempts: {last_failure}",
-            RECONNECT_BACKOFF.len()
+            "[error] could not resume the run after {RECONNECT_ATTEMPTS} attempts: {last_failure}"
         ))?;
         Ok(None)
     }

@@ -3,7 +3,15 @@
 
 use super::*;
 
+/// What `fragments` decode to, without the response's names (which
+/// `the_first_chunk_naming_the_response_names_it_once` covers).
 fn run(fragments: &[&[u8]]) -> Vec<Result<LlmEvent, LlmError>> {
+    let mut out = run_with_names(fragments);
+    out.retain(|event| !matches!(event, Ok(LlmEvent::Response { .. })));
+    out
+}
+
+fn run_with_names(fragments: &[&[u8]]) -> Vec<Result<LlmEvent, LlmError>> {
     let mut decoder = StreamDecoder::new(Redactor::new(["sk-live-secret".to_owned()]));
     let mut out = Vec::new();
     for fragment in fragments {
@@ -11,6 +19,44 @@ fn run(fragments: &[&[u8]]) -> Vec<Result<LlmEvent, LlmError>> {
     }
     decoder.end_with(None, &mut out);
     out
+}
+
+#[test]
+fn the_first_chunk_naming_the_response_names_it_once() {
+    let events = ok(run_with_names(&[concat!(
+        "data: {\"id\":\"chatcmpl-7\",\"object\":\"chat.completion.chunk\",\"created\":1,\"model\":\"gpt-4o-2024-08-06\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"Hi\"}}]}\n\n",
+        "data: {\"id\":\"chatcmpl-7\",\"object\":\"chat.completion.chunk\",\"created\":2,\"model\":\"gpt-4o-2024-08-06\",\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}]}\n\n",
+        "data: [DONE]\n\n",
+    )
+    .as_bytes()]));
+    assert_eq!(
+        events,
+        vec![
+            LlmEvent::Response {
+                id: Some("chatcmpl-7".into()),
+                model: Some("gpt-4o-2024-08-06".into()),
+            },
+            text("Hi"),
+            finished(FinishReason::Stop)
+        ]
+    );
+    // Azure's first chunk names nothing (empty strings): the next one does; and a reply whose
+    // chunks put `choices` first is named all the same.
+    let events = ok(run_with_names(&[concat!(
+        "data: {\"id\":\"\",\"model\":\"\",\"choices\":[]}\n\n",
+        "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"Hi\"},\"finish_reason\":\"stop\"}],\"id\":\"x\",\"model\":\"gpt-4o\"}\n\n",
+        "data: {\"choices\":[],\"id\":\"y\",\"model\":\"other\"}\n\n",
+        "data: [DONE]\n\n",
+    )
+    .as_bytes()]));
+    let named = LlmEvent::Response {
+        id: Some("x".into()),
+        model: Some("gpt-4o".into()),
+    };
+    assert_eq!(
+        events,
+        vec![named, text("Hi"), finished(FinishReason::Stop)]
+    );
 }
 
 fn run_str(body: &str) -> Vec<Result<LlmEvent, LlmError>> {
@@ -704,9 +750,10 @@ fn run_with_and_without_shapes(body: &str) -> (Vec<Result<LlmEvent, LlmError>>, 
         let learnt = decoder.parser.shapes.learnt();
         (out, learnt)
     };
-    let (with_shapes, learnt) = decode(StreamDecoder::new(redactor()));
+    let (mut with_shapes, learnt) = decode(StreamDecoder::new(redactor()));
     let (parsed, _) = decode(StreamDecoder::without_shapes(redactor()));
     assert_eq!(format!("{with_shapes:?}"), format!("{parsed:?}"));
+    with_shapes.retain(|event| !matches!(event, Ok(LlmEvent::Response { .. })));
     (with_shapes, learnt)
 }
 

@@ -346,17 +346,15 @@ fn endpoint_urls() {
 }
 
 #[test]
-fn backoff_doubles_with_jitter_and_caps() {
-    assert_eq!(backoff(0, 0.0), Duration::from_millis(125));
-    assert_eq!(backoff(0, 1.0), Duration::from_millis(250));
-    assert_eq!(backoff(1, 1.0), Duration::from_millis(500));
-    assert_eq!(backoff(2, 0.5), Duration::from_millis(750));
-    assert_eq!(backoff(5, 1.0), Duration::from_secs(8));
-    assert_eq!(backoff(40, 1.0), Duration::from_secs(8));
-    assert_eq!(backoff(40, 0.0), Duration::from_secs(4));
-    for _ in 0..100 {
-        let unit = jitter();
-        assert!((0.0..1.0).contains(&unit));
+fn retries_wait_125_ms_doubling_to_4_s_and_stop_at_max_retries() {
+    let mut s = settings_for("127.0.0.1:9".parse().expect("addr"));
+    s.max_retries = 7;
+    let backend = HttpBackend::new(&s, Flavor::OpenAi).expect("backend");
+    let waits: Vec<Duration> = backend.retry_policy().waits().collect();
+    assert_eq!(waits.len(), 7);
+    for (wait, base_ms) in waits.iter().zip([125, 250, 500, 1000, 2000, 4000, 4000]) {
+        let base = Duration::from_millis(base_ms);
+        assert!(*wait >= base && *wait < 2 * base, "{wait:?} for {base:?}");
     }
 }
 

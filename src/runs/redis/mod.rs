@@ -432,6 +432,11 @@ impl SharedRuns {
     }
 }
 
+/// The waits between attempts to subscribe again: 250 ms doubling to 5 s, with jitter, so the
+/// replicas that lost Redis together do not all come back at once.
+const STOP_RESUBSCRIBE: crate::retry::RetryPolicy =
+    crate::retry::RetryPolicy::new(Duration::from_millis(250), Duration::from_secs(5));
+
 /// Cancels the runs this process owns when a stop for them arrives; reconnects when the
 /// subscription drops (a stop sent meanwhile is still found by the owner's next renewal).
 async fn listen_for_stops(runs: std::sync::Weak<Inner>, mut pubsub: redis::aio::PubSub) {
@@ -448,8 +453,11 @@ async fn listen_for_stops(runs: std::sync::Weak<Inner>, mut pubsub: redis::aio::
             }
         }
         tracing::warn!("the stop subscription to Redis dropped; reconnecting");
+        let mut waits = STOP_RESUBSCRIBE.waits();
         loop {
-            tokio::time::sleep(Duration::from_secs(1)).await;
+            // The series has no end; the fallback only keeps the loop total.
+            let wait = waits.next().unwrap_or(Duration::from_secs(5));
+            tokio::time::sleep(wait).await;
             let Some(client) = runs.upgrade().map(|runs| runs.client.clone()) else {
                 return;
             };

@@ -9,13 +9,14 @@ use futures_util::future::BoxFuture;
 use futures_util::FutureExt;
 use rmcp::model::{
     CallToolRequest, CallToolRequestParams, CancelledNotification, CancelledNotificationParam,
-    ClientRequest, ProgressToken, RequestId, ServerResult,
+    ClientRequest, ProgressToken, RequestId, RequestMetaObject, ServerResult,
 };
 use rmcp::service::PeerRequestOptions;
 use rmcp::RoleClient;
 use serde_json::Value;
+use tracing::Instrument;
 
-use super::{content, identity, McpServer, ProgressRoute};
+use super::{content, identity, trace, McpServer, ProgressRoute};
 use crate::tools::{Tool, ToolContext, ToolDefinition, ToolError, ToolOutput};
 
 pub(super) struct McpTool {
@@ -63,23 +64,50 @@ impl McpTool {
                 "the arguments must be a JSON object".into(),
             ));
         };
+        let span = trace::call_span(&server, &self.remote_name);
+        let answer = self
+            .send(&server, &peer, arguments, context, &span)
+            .instrument(span.clone())
+            .await;
+        if let Err(failure) = &answer {
+            trace::record_failure(&span, failure);
+        }
+        answer.map_err(|failure| failure.error)
+    }
+
+    /// Sends `tools/call` and waits for its answer.
+    async fn send(
+        &self,
+        server: &Arc<McpServer>,
+        peer: &rmcp::Peer<RoleClient>,
+        arguments: serde_json::Map<String, Value>,
+        context: ToolContext,
+        span: &tracing::Span,
+    ) -> Result<ToolOutput, CallFailure> {
         let mut params = CallToolRequestParams::new(self.remote_name.clone());
         params.arguments = Some(arguments);
         let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
+        let mut meta = if server.sends_identity() {
+            identity::meta(&context.thread_id, &context.run_id, &server.agent)
+        } else {
+            RequestMetaObject::default()
+        };
+        // `traceparent` (and `tracestate`) of this request's span, where the MCP servers that
+        // trace look for them, so their spans join the run's trace.
+        for (key, value) in crate::telemetry::trace_context() {
+            meta.0.insert(key, Value::String(value));
+        }
         let mut options = PeerRequestOptions::no_options();
-        if server.sends_identity() {
-            options = options.with_meta(identity::meta(
-                &context.thread_id,
-                &context.run_id,
-                &server.agent,
-            ));
+        if !meta.0.is_empty() {
+            options = options.with_meta(meta);
         }
         let handle = peer
             .send_request_with_option(request, options)
             .await
-            .map_err(|e| protocol_failure(&server, &e))?;
+            .map_err(|e| protocol_failure(server, &e))?;
+        trace::record_request(span, peer, &handle.id);
         let mut guard = InFlight {
-            server: Arc::clone(&server),
+            server: Arc::clone(server),
             peer: peer.clone(),
             request: Some(handle.id.clone()),
             progress_token: handle.progress_token.clone(),
@@ -101,18 +129,48 @@ impl McpTool {
         let answer = handle.await_response().await;
         guard.request = None; // answered: nothing to cancel
         match answer {
-            Ok(ServerResult::CallToolResult(result)) => content::result_to_output(result),
+            Ok(ServerResult::CallToolResult(result)) => {
+                content::result_to_output(result).map_err(CallFailure::from)
+            }
             Ok(_) => Err(ToolError::Failed(
                 "the MCP server answered tools/call with something else than a tool result".into(),
-            )),
-            Err(error) => Err(protocol_failure(&server, &error)),
+            )
+            .into()),
+            Err(error) => Err(protocol_failure(server, &error)),
+        }
+    }
+}
+
+/// Why a call failed: the tool error the model reads, and the JSON-RPC error code of a server
+/// that refused it (for the trace).
+pub(super) struct CallFailure {
+    pub(super) error: ToolError,
+    pub(super) json_rpc_code: Option<i32>,
+}
+
+impl From<ToolError> for CallFailure {
+    fn from(error: ToolError) -> Self {
+        CallFailure {
+            error,
+            json_rpc_code: None,
         }
     }
 }
 
 /// A failure of the connection or the protocol, as a tool error the model can read (details
 /// in the log).
-fn protocol_failure(server: &McpServer, error: &rmcp::ServiceError) -> ToolError {
+fn protocol_failure(server: &McpServer, error: &rmcp::ServiceError) -> CallFailure {
+    let json_rpc_code = match error {
+        rmcp::ServiceError::McpError(error) => Some(error.code.0),
+        _ => None,
+    };
+    CallFailure {
+        error: protocol_error(server, error),
+        json_rpc_code,
+    }
+}
+
+fn protocol_error(server: &McpServer, error: &rmcp::ServiceError) -> ToolError {
     tracing::warn!(server = %server.settings.name, %error, "MCP call failed");
     match error {
         rmcp::ServiceError::McpError(error) => ToolError::Failed(format!(

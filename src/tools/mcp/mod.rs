@@ -13,6 +13,7 @@ mod call;
 mod connection;
 mod content;
 mod identity;
+mod trace;
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, RwLock};
@@ -23,6 +24,7 @@ use tokio::sync::{mpsc, Notify};
 use tokio_util::sync::CancellationToken;
 
 use super::{RegisteredTool, ToolProgress, ToolSource};
+use crate::retry::RetryPolicy;
 use crate::settings::{McpServerSettings, Settings};
 pub use content::result_to_output;
 
@@ -166,9 +168,10 @@ impl ToolSource for McpServer {
     }
 }
 
-/// First wait before a reconnection; doubled after each failure up to [`MAX_BACKOFF`].
-const FIRST_BACKOFF: Duration = Duration::from_millis(250);
-const MAX_BACKOFF: Duration = Duration::from_secs(30);
+/// The waits between reconnections: 250 ms doubling to 15 s (each with up to as much again of
+/// jitter, so at most 30 s), without end; a healthy connection starts the series again.
+const RECONNECT: RetryPolicy = RetryPolicy::new(Duration::from_millis(250), RECONNECT_MAX_WAIT);
+const RECONNECT_MAX_WAIT: Duration = Duration::from_secs(15);
 
 impl McpServer {
     fn new(agent: &str, settings: McpServerSettings) -> Arc<Self> {
@@ -243,18 +246,18 @@ impl McpServer {
     /// goes to `first`.
     async fn supervise(self: Arc<Self>, first: tokio::sync::oneshot::Sender<Result<(), String>>) {
         let mut first = Some(first);
-        let mut backoff = FIRST_BACKOFF;
+        let mut waits = RECONNECT.waits();
         loop {
             let connected = tokio::select! {
                 () = self.shutdown.cancelled() => return,
                 connected = connection::connect(&self) => connected,
             };
-            match connected {
+            let unavailable = match connected {
                 Ok(live) => {
                     if let Some(first) = first.take() {
                         let _ = first.send(Ok(()));
                     }
-                    backoff = FIRST_BACKOFF;
+                    waits = RECONNECT.waits();
                     let stopping = connection::serve(&self, live).await;
                     self.set_disconnected();
                     if stopping {
@@ -264,6 +267,7 @@ impl McpServer {
                         agent = %self.agent, server = %self.settings.name,
                         "MCP server connection ended; reconnecting"
                     );
+                    None
                 }
                 Err(message) => {
                     self.set_disconnected();
@@ -273,18 +277,22 @@ impl McpServer {
                             return;
                         }
                     }
-                    tracing::warn!(
-                        agent = %self.agent, server = %self.settings.name, %message,
-                        retry_in_ms = backoff.as_millis() as u64,
-                        "MCP server unavailable"
-                    );
+                    Some(message)
                 }
+            };
+            // The series has no end; the fallback only keeps the loop total.
+            let wait = waits.next().unwrap_or(RECONNECT_MAX_WAIT);
+            if let Some(message) = unavailable {
+                tracing::warn!(
+                    agent = %self.agent, server = %self.settings.name, %message,
+                    retry_in_ms = wait.as_millis() as u64,
+                    "MCP server unavailable"
+                );
             }
             tokio::select! {
                 () = self.shutdown.cancelled() => return,
-                () = tokio::time::sleep(backoff) => {}
+                () = tokio::time::sleep(wait) => {}
             }
-            backoff = (backoff * 2).min(MAX_BACKOFF);
         }
     }
 

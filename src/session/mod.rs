@@ -178,18 +178,11 @@ impl Sessions {
     /// No such run for this scope, a cursor the log cannot serve, too many readers.
     pub async fn reconnect(
         &self,
-        (agent, run_id): (&str, &str),
+        run: (&str, &str),
         scope: Option<&str>,
         cursor: u64,
     ) -> Result<RunBody, Refused> {
-        let (Some(runs), Some(scope)) = (self.runs.as_deref(), scope) else {
-            return Err(Refused::RunNotFound);
-        };
-        let run = RunRef {
-            scope,
-            agent,
-            run_id,
-        };
+        let (runs, run) = self.logged_run(run, scope)?;
         logged::reconnect(runs, run, cursor, self.keep_alive).await
     }
 
@@ -197,11 +190,18 @@ impl Sessions {
     ///
     /// # Errors
     /// No such run for this scope, or the shared log is not answering.
-    pub async fn stop(
-        &self,
-        (agent, run_id): (&str, &str),
-        scope: Option<&str>,
-    ) -> Result<StopState, Refused> {
+    pub async fn stop(&self, run: (&str, &str), scope: Option<&str>) -> Result<StopState, Refused> {
+        let (runs, run) = self.logged_run(run, scope)?;
+        logged::stop(runs, run).await
+    }
+
+    /// The run log and the run (agent, run id) of `scope`: without a log, or for a request
+    /// without a scope, no run is known.
+    fn logged_run<'a>(
+        &'a self,
+        (agent, run_id): (&'a str, &'a str),
+        scope: Option<&'a str>,
+    ) -> Result<(&'a Resumable, RunRef<'a>), Refused> {
         let (Some(runs), Some(scope)) = (self.runs.as_deref(), scope) else {
             return Err(Refused::RunNotFound);
         };
@@ -210,7 +210,7 @@ impl Sessions {
             agent,
             run_id,
         };
-        logged::stop(runs, run).await
+        Ok((runs, run))
     }
 }
 

@@ -230,13 +230,9 @@ fn no_two_files_of_one_module_import_each_other() {
             })
             .collect();
         for line in code_lines(path) {
+            let named = super_names(&line);
             for (name, sibling) in &siblings {
-                if line.contains(&format!("super::{name}::"))
-                    || line.contains(&format!("super::{name};"))
-                    || line.contains(&format!("super::{{{name}"))
-                    || line.contains(&format!("super::{name},"))
-                    || line.contains(&format!(", {name}::")) && line.contains("use super::")
-                {
+                if named.contains(name) {
                     uses.entry(path.clone())
                         .or_default()
                         .insert(sibling.clone());
@@ -262,6 +258,30 @@ fn no_two_files_of_one_module_import_each_other() {
         cycles.is_empty(),
         "files importing each other:\n{cycles:#?}"
     );
+}
+
+/// The modules a line names under `super::`: `super::a::X`, `super::a;`, and each item of
+/// `super::{a, b::X, c}`.
+fn super_names(line: &str) -> BTreeSet<String> {
+    let ident = |text: &str| -> String {
+        text.trim()
+            .chars()
+            .take_while(|c| c.is_alphanumeric() || *c == '_')
+            .collect()
+    };
+    let mut names = BTreeSet::new();
+    let mut rest = line;
+    while let Some(at) = rest.find("super::") {
+        rest = &rest[at + "super::".len()..];
+        if let Some(group) = rest.strip_prefix('{') {
+            let end = group.find('}').unwrap_or(group.len());
+            names.extend(group[..end].split(',').map(ident));
+        } else {
+            names.insert(ident(rest));
+        }
+    }
+    names.retain(|name| !name.is_empty());
+    names
 }
 
 #[test]

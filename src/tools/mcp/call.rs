@@ -70,7 +70,7 @@ impl McpTool {
             .instrument(span.clone())
             .await;
         if let Err(failure) = &answer {
-            trace::record_failure(&span, failure);
+            trace::record_failure(&span, failure.error.kind(), failure.json_rpc_code);
         }
         answer.map_err(|failure| failure.error)
     }

@@ -6,7 +6,6 @@ use rmcp::model::RequestId;
 use rmcp::RoleClient;
 use tracing::Span;
 
-use super::call::CallFailure;
 use super::McpServer;
 use crate::settings::McpTransportSettings;
 use crate::telemetry::genai::{self, McpTransport};
@@ -42,11 +41,11 @@ pub(super) fn record_request(span: &Span, peer: &rmcp::Peer<RoleClient>, id: &Re
 }
 
 /// A call that failed: the server's JSON-RPC error code, else the tool error's kind.
-pub(super) fn record_failure(span: &Span, failure: &CallFailure) {
+pub(super) fn record_failure(span: &Span, error_kind: &str, json_rpc_code: Option<i32>) {
     if span.is_disabled() {
         return;
     }
-    let code = failure.json_rpc_code.map(i64::from);
-    let error_type = code.map_or_else(|| failure.error.kind().to_owned(), |code| code.to_string());
+    let code = json_rpc_code.map(i64::from);
+    let error_type = code.map_or_else(|| error_kind.to_owned(), |code| code.to_string());
     genai::record_mcp_failure(span, &error_type, code);
 }

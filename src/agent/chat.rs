@@ -154,13 +154,13 @@ impl ChatAgent {
             }
         }
         let mut specs: Vec<ToolSpec> = server_tools
-            .iter()
-            .map(|tool| {
-                let definition = tool.definition();
+            .registered()
+            .map(|registered| {
+                let definition = registered.tool.definition();
                 ToolSpec {
                     name: definition.name.clone(),
                     description: definition.description.clone(),
-                    parameters: definition.parameters.clone(),
+                    parameters: Arc::clone(registered.parameters()),
                 }
             })
             .collect();
@@ -178,11 +178,12 @@ fn client_spec(tool: &crate::protocol::Tool) -> ToolSpec {
     ToolSpec {
         name: tool.name.clone(),
         description: tool.description.clone(),
-        parameters: tool
-            .parameters
-            .clone()
-            .filter(|p| p.as_object().is_some_and(|o| !o.is_empty()))
-            .unwrap_or_else(tools::empty_object_schema),
+        parameters: Arc::new(
+            tool.parameters
+                .clone()
+                .filter(|p| p.as_object().is_some_and(|o| !o.is_empty()))
+                .unwrap_or_else(tools::empty_object_schema),
+        ),
     }
 }
 

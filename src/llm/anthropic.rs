@@ -117,7 +117,7 @@ fn unsigned_continuation(history: &[ChatMessage]) -> bool {
 }
 
 fn wire_tool(tool: &ToolSpec) -> Value {
-    let schema = match &tool.parameters {
+    let schema = match &*tool.parameters {
         Value::Object(schema) if !schema.is_empty() => Value::Object(schema.clone()),
         _ => json!({"type": "object", "properties": {}}),
     };

@@ -152,8 +152,10 @@ pub struct ChatToolCall {
 pub struct ToolSpec {
     pub name: String,
     pub description: String,
-    /// JSON Schema of the arguments (`null` means "no parameters").
-    pub parameters: serde_json::Value,
+    /// JSON Schema of the arguments (`null` means "no parameters"). Shared: a server tool's
+    /// schema is offered on every run and model call, and copying it each time would cost a
+    /// deep clone per open stream.
+    pub parameters: std::sync::Arc<serde_json::Value>,
 }
 
 /// One model call.

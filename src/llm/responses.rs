@@ -89,7 +89,7 @@ impl ResponsesOptions {
 }
 
 fn wire_tool(tool: &ToolSpec) -> Value {
-    let parameters = match &tool.parameters {
+    let parameters = match &*tool.parameters {
         Value::Object(schema) if !schema.is_empty() => Value::Object(schema.clone()),
         _ => json!({"type": "object", "properties": {}}),
     };

@@ -248,6 +248,9 @@ pub trait Tool: Send + Sync + 'static {
 pub struct RegisteredTool {
     pub tool: Arc<dyn Tool>,
     validator: Option<Arc<jsonschema::Validator>>,
+    /// The definition's parameters, copied once here so that every run offers the model the
+    /// same schema without a deep copy of its own.
+    parameters: Arc<Value>,
 }
 
 impl fmt::Debug for RegisteredTool {
@@ -278,7 +281,17 @@ impl RegisteredTool {
                 })?;
             Some(Arc::new(validator))
         };
-        Ok(RegisteredTool { tool, validator })
+        let parameters = Arc::new(schema.clone());
+        Ok(RegisteredTool {
+            tool,
+            validator,
+            parameters,
+        })
+    }
+
+    /// The tool's parameters, shared.
+    pub fn parameters(&self) -> &Arc<Value> {
+        &self.parameters
     }
 
     /// Checks the arguments against the tool's schema.
@@ -462,6 +475,11 @@ impl ToolRegistry {
 
     pub fn iter(&self) -> impl Iterator<Item = &Arc<dyn Tool>> {
         self.tools.values().map(|registered| &registered.tool)
+    }
+
+    /// The tools as registered, with what registering them settled (their shared schema).
+    pub fn registered(&self) -> impl Iterator<Item = &RegisteredTool> {
+        self.tools.values()
     }
 
     /// This registry without the tool named `name`.

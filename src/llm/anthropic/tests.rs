@@ -21,7 +21,8 @@ fn body(history: Vec<ChatMessage>, thinking: u32) -> Value {
         tools: vec![ToolSpec {
             name: "get_weather".into(),
             description: "Weather".into(),
-            parameters: json!({"type": "object", "properties": {"city": {"type": "string"}}}),
+            parameters: json!({"type": "object", "properties": {"city": {"type": "string"}}})
+                .into(),
         }],
     };
     options(thinking).request_body(&request, "claude-test".into(), Some(0.2), None)

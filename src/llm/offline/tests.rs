@@ -14,7 +14,8 @@ fn weather_tool() -> ToolSpec {
             "type": "object",
             "properties": { "location": { "type": "string" }, "unit": { "type": "string" } },
             "required": ["location"]
-        }),
+        })
+        .into(),
     }
 }
 
@@ -219,7 +220,7 @@ fn placeholders_follow_the_schema() {
                 "optional": { "type": "string" }
             },
             "required": ["color", "count", "ratio", "flag", "items", "extra", "maybe", "mode", "undeclared"]
-        }),
+        }).into(),
     };
     let events = reply(&request(
         vec![ChatMessage::user_text("change_background")],
@@ -238,7 +239,7 @@ fn placeholders_follow_the_schema() {
     let bare = ToolSpec {
         name: "ping".into(),
         description: String::new(),
-        parameters: Value::Null,
+        parameters: Value::Null.into(),
     };
     let events = reply(&request(vec![ChatMessage::user_text("ping")], vec![bare]));
     assert_eq!(arguments_of(&events), "{}");
@@ -272,7 +273,7 @@ fn tool(name: &str, parameters: Value) -> ToolSpec {
     ToolSpec {
         name: name.into(),
         description: String::new(),
-        parameters,
+        parameters: parameters.into(),
     }
 }
 

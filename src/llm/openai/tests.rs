@@ -305,12 +305,12 @@ fn every_message_kind_request() -> ChatRequest {
             ToolSpec {
                 name: "f".into(),
                 description: "does f".into(),
-                parameters: json!({"type":"object","properties":{"a":{"type":"string"}}}),
+                parameters: json!({"type":"object","properties":{"a":{"type":"string"}}}).into(),
             },
             ToolSpec {
                 name: "g".into(),
                 description: String::new(),
-                parameters: Value::Null,
+                parameters: Value::Null.into(),
             },
         ],
     }

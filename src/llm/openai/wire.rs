@@ -110,7 +110,7 @@ pub(super) fn wire_tool(tool: &ToolSpec) -> ChatCompletionTools {
     let parameters = if tool.parameters.is_null() {
         serde_json::json!({ "type": "object", "properties": {} })
     } else {
-        tool.parameters.clone()
+        serde_json::Value::clone(&tool.parameters)
     };
     ChatCompletionTools::Function(ChatCompletionTool {
         function: FunctionObject {

@@ -22,7 +22,7 @@ fn body(options: &ResponsesOptions, history: Vec<ChatMessage>) -> Value {
         tools: vec![ToolSpec {
             name: "get_weather".into(),
             description: "Weather".into(),
-            parameters: serde_json::Value::Null,
+            parameters: serde_json::Value::Null.into(),
         }],
     };
     options.request_body(&request, "o4-mini".into(), None, Some(500))

@@ -18,6 +18,7 @@
 //!              Last-Event-ID), request decoding (content type, body read timeout, input
 //!              limits), refusals with their stable codes, and the operational edge: probes,
 //!              metrics, CORS, auth, hosts
+//! metrics      the Prometheus registry and a run's metrics as one of its observers
 //! session      the life of one run: admission, its thread, its log, the pump over the
 //!              agent's updates, the drive into the client's outbox or the run's log, the
 //!              observers (metrics, span, thread save), reconnects and stops, run limits and
@@ -80,6 +81,7 @@ pub mod app;
 pub mod clock;
 pub mod http;
 pub mod llm;
+pub mod metrics;
 pub mod protocol;
 pub mod retry;
 pub mod runs;

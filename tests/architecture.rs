@@ -23,10 +23,11 @@ const ALLOWED: &[(&str, &[&str])] = &[
     ("runs", &["protocol"]),
     ("agent", &["protocol", "llm", "state", "tools"]),
     ("session", &["agent", "protocol", "runs", "threads"]),
+    ("metrics", &["agent", "protocol", "session"]),
     (
         "http",
         &[
-            "agent", "protocol", "runs", "session", "settings", "threads",
+            "agent", "metrics", "protocol", "runs", "session", "settings", "threads",
         ],
     ),
     ("settings", &["agent", "protocol", "session", "threads"]),

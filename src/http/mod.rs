@@ -10,8 +10,7 @@
 //!
 //! Files: `run` (the run endpoints), `decode` (body to `RunAgentInput`, input limits), `extract`
 //! (the agent of a path, the request's scopes, `Last-Event-ID`), `error` (ApiError), `ops`
-//! (health and readiness), `metrics` (the registry, `/metrics`, and the run's metrics as one of
-//! its observers), `auth` (tokens), `cors`, `discovery` (`/agents` and
+//! (health, readiness and `/metrics`), `auth` (tokens), `cors`, `discovery` (`/agents` and
 //! `/<agent>/capabilities`), `threads` (the thread routes), `runs` (reconnect and stop),
 //! `serve` (the accept loop, the connection bound and each connection's HTTP settings and
 //! deadlines), `host` (the `Host` allow-list against DNS rebinding), `trace` (the HTTP server
@@ -24,8 +23,6 @@ mod discovery;
 mod error;
 mod extract;
 mod host;
-mod metrics;
-mod observe;
 mod ops;
 mod run;
 mod runs;
@@ -48,10 +45,10 @@ use tower_http::catch_panic::CatchPanicLayer;
 use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
 
 use crate::agent::Agent;
+pub use crate::metrics::Metrics;
 use crate::settings::{InputLimitSettings, Settings, SettingsError};
 pub use discovery::Discovery;
 pub use error::{ApiError, Code};
-pub use metrics::Metrics;
 pub use ops::{McpDown, McpReport, Readiness};
 pub use run::ON_DISCONNECT_HEADER;
 pub use serve::{serve, ConnectionLimits};
@@ -100,7 +97,7 @@ pub fn router(state: AppState, settings: &Settings) -> Result<Router, SettingsEr
         .route("/health", get(ops::health))
         .route("/ready", get(ops::ready));
     if settings.metrics.enabled {
-        routes = routes.route("/metrics", get(metrics::metrics));
+        routes = routes.route("/metrics", get(ops::metrics));
     }
     let auth = auth::Auth::new(&settings.server.auth.tokens, settings.metrics.require_auth);
     // Each `.layer` wraps everything added before it, so a request meets them bottom-up:

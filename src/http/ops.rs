@@ -9,7 +9,7 @@
 use std::time::{Duration, Instant};
 
 use axum::extract::State;
-use axum::http::StatusCode;
+use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde_json::json;
@@ -179,4 +179,14 @@ fn not_ready(reason: &'static str) -> Response {
         Json(json!({"status": "not_ready", "reason": reason})),
     )
         .into_response()
+}
+
+/// `GET /metrics`: the registry in the OpenMetrics text format.
+pub(super) async fn metrics(State(state): State<AppState>) -> Response {
+    let mut response = state.metrics.encode().into_response();
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static(crate::metrics::CONTENT_TYPE),
+    );
+    response
 }

@@ -1,7 +1,7 @@
 //! The run's metrics as one of its observers: the session tells the [`RunGuard`] what the
 //! agent produced, what was written and how the run ended.
 
-use super::metrics::RunGuard;
+use super::RunGuard;
 use crate::agent::AgentUpdate;
 use crate::protocol::EventBody;
 use crate::session::{Outcome, RunObserver};

@@ -1,4 +1,5 @@
-//! Service metrics: the Prometheus registry, what is counted, and `GET /metrics`.
+//! Service metrics: the Prometheus registry and what is counted; a run's metrics watch it as one
+//! of its observers (`observe`). `GET /metrics` is the HTTP edge's (`crate::http`).
 //!
 //! `prometheus-client` (the Prometheus project's own Rust client) rather than the `metrics`
 //! facade: its registry is a value, so every [`App`](crate::App) owns one and tests that run
@@ -15,9 +16,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Instant;
 
-use axum::extract::State;
-use axum::http::{header, HeaderValue, StatusCode};
-use axum::response::{IntoResponse, Response};
+use axum::http::StatusCode;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -25,12 +24,11 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
 use prometheus_client::registry::{Metric, Registry, Unit};
 
-use super::AppState;
 use crate::agent::AgentModel;
 use crate::protocol::TokenUsage;
 
 /// The exposition's media type (Prometheus negotiates it; `text/plain` would mislabel it).
-const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+pub(crate) const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct AgentLabels {
@@ -243,7 +241,7 @@ impl Metrics {
     }
 
     /// Counts a request refused before any stream byte.
-    pub(super) fn rejected(&self, code: &'static str, status: StatusCode) {
+    pub(crate) fn rejected(&self, code: &'static str, status: StatusCode) {
         self.rejected
             .get_or_create(&RejectionLabels {
                 code,
@@ -253,7 +251,7 @@ impl Metrics {
     }
 
     /// Counts a run that starts streaming; the returned guard counts its end.
-    pub(super) fn run_started(self: &Arc<Self>, agent: &str) -> RunGuard {
+    pub(crate) fn run_started(self: &Arc<Self>, agent: &str) -> RunGuard {
         let (provider, model) = self
             .models
             .get(agent)
@@ -288,7 +286,7 @@ impl Metrics {
 /// written, or drops it when the response is dropped (client gone, server stopped), never when
 /// the headers are sent.
 #[derive(Debug)]
-pub(super) struct RunGuard {
+pub(crate) struct RunGuard {
     metrics: Arc<Metrics>,
     /// The run's agent and the provider and model it calls.
     model: ModelLabels,
@@ -304,7 +302,7 @@ pub(super) struct RunGuard {
 
 impl RunGuard {
     /// The agent produced an update: the first one times the upstream.
-    pub(super) fn on_update(&mut self) {
+    pub(crate) fn on_update(&mut self) {
         if !self.first_update_seen {
             self.first_update_seen = true;
             self.metrics
@@ -315,7 +313,7 @@ impl RunGuard {
     }
 
     /// The first content the user sees (text, reasoning or a tool call).
-    pub(super) fn on_content(&mut self) {
+    pub(crate) fn on_content(&mut self) {
         if !self.first_token_seen {
             self.first_token_seen = true;
             self.metrics
@@ -326,7 +324,7 @@ impl RunGuard {
     }
 
     /// A model call's tokens, under the provider and model the call reported (its agent's).
-    pub(super) fn on_usage(&self, usage: &TokenUsage) {
+    pub(crate) fn on_usage(&self, usage: &TokenUsage) {
         for (direction, count) in [
             ("input", usage.input_tokens),
             ("output", usage.output_tokens),
@@ -352,7 +350,7 @@ impl RunGuard {
     }
 
     /// Bytes about to be written, holding `events` AG-UI events.
-    pub(super) fn on_write(&self, events: u64, bytes: usize) {
+    pub(crate) fn on_write(&self, events: u64, bytes: usize) {
         if events > 0 {
             self.events.inc_by(events);
         }
@@ -360,12 +358,12 @@ impl RunGuard {
     }
 
     /// The run wrote RUN_FINISHED (counted when the guard drops).
-    pub(super) fn succeeded(&mut self) {
+    pub(crate) fn succeeded(&mut self) {
         self.outcome = Some(("success", None));
     }
 
     /// The run wrote RUN_ERROR with `code` (counted when the guard drops).
-    pub(super) fn failed(&mut self, code: &str) {
+    pub(crate) fn failed(&mut self, code: &str) {
         self.outcome = Some(("error", Some(code.to_owned())));
     }
 }
@@ -400,11 +398,4 @@ impl Drop for RunGuard {
     }
 }
 
-/// `GET /metrics`.
-pub(super) async fn metrics(State(state): State<AppState>) -> Response {
-    let mut response = state.metrics.encode().into_response();
-    response
-        .headers_mut()
-        .insert(header::CONTENT_TYPE, HeaderValue::from_static(CONTENT_TYPE));
-    response
-}
+mod observe;

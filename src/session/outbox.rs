@@ -75,7 +75,9 @@ impl FrameSink for Outbox {
                 () = self.backlog.room.notified() => {}
                 () = self.shutdown.cancelled() => return Room::End(Stop::Shutdown),
                 () = tokio::time::sleep(self.limits.slow_client_timeout) => {
-                    tracing::warn!(
+                    // The stop's own warning (`Stop::log`) says the run ends; this adds how much
+                    // the client left unread.
+                    tracing::debug!(
                         queued_bytes = self.backlog.queued.load(Ordering::Relaxed),
                         "the client left its stream full"
                     );

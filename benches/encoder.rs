@@ -4,19 +4,20 @@
 //! 476-fragment tool call (the bench harness's "text" and "predict" shapes); divide the event
 //! count by the time for events per second.
 //!
-//! The `_with_ids` variants write `id: <runId>:<seq>` on every frame, as a run with a thread
-//! store does; `_logged` also appends the frames to a run log (split into frames, no copy):
-//! the whole extra cost of a resumable run on the write path, side by side with the plain one.
+//! Each run is encoded as a run's pump does it: typed frames into a batch, then (for the socket)
+//! the batch's bytes. The `_with_ids` variants write `id: <runId>:<seq>` on every frame, as a
+//! run with a thread store does; `_logged` appends the typed frames to a run log instead (no
+//! bytes are made until a reader reads): the write path of a resumable run, side by side with
+//! the plain one.
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use std::hint::black_box;
 
 use agui_host::runs::{LogLimits, RunLogs};
 use agui_host::settings::RunSettings;
-use bytes::Bytes;
 
 use agui_host::protocol::{
-    EventBody, ProtocolVersion, RunEncoder, TextMessageContent, TextMessageStart, TextRole,
+    Batch, EventBody, ProtocolVersion, RunEncoder, TextMessageContent, TextMessageStart, TextRole,
     ToolCallArgs, ToolCallStart,
 };
 
@@ -29,9 +30,9 @@ fn encoder(ids: bool) -> RunEncoder {
     }
 }
 
-fn text_run(deltas: &[String], ids: bool) -> Vec<u8> {
+fn text_run(deltas: &[String], ids: bool) -> Batch {
     let mut encoder = encoder(ids);
-    let mut out = Vec::with_capacity(64 * 1024);
+    let mut out = Batch::default();
     encoder
         .push(
             EventBody::TextMessageStart(TextMessageStart {
@@ -59,9 +60,9 @@ fn text_run(deltas: &[String], ids: bool) -> Vec<u8> {
     out
 }
 
-fn tool_run(fragments: &[String], ids: bool) -> Vec<u8> {
+fn tool_run(fragments: &[String], ids: bool) -> Batch {
     let mut encoder = encoder(ids);
-    let mut out = Vec::with_capacity(64 * 1024);
+    let mut out = Batch::default();
     encoder
         .push(
             EventBody::ToolCallStart(ToolCallStart {
@@ -95,10 +96,10 @@ fn bench(c: &mut Criterion) {
     let mut group = c.benchmark_group("encoder");
     group.throughput(Throughput::Elements(deltas.len() as u64 + 3));
     group.bench_function("text_run_200_deltas", |b| {
-        b.iter(|| text_run(black_box(&deltas), false))
+        b.iter(|| text_run(black_box(&deltas), false).to_bytes())
     });
     group.bench_function("text_run_200_deltas_with_ids", |b| {
-        b.iter(|| text_run(black_box(&deltas), true))
+        b.iter(|| text_run(black_box(&deltas), true).to_bytes())
     });
     let runs = RunSettings::default();
     let logs = RunLogs::new(LogLimits {
@@ -111,15 +112,15 @@ fn bench(c: &mut Criterion) {
     group.bench_function("text_run_200_deltas_logged", |b| {
         b.iter(|| {
             let log = logs.open("run-1", "agent", "scope").unwrap();
-            log.append(Bytes::from(text_run(black_box(&deltas), true)), true);
+            log.append(text_run(black_box(&deltas), true), true);
         })
     });
     group.throughput(Throughput::Elements(fragments.len() as u64 + 4));
     group.bench_function("tool_run_476_fragments", |b| {
-        b.iter(|| tool_run(black_box(&fragments), false))
+        b.iter(|| tool_run(black_box(&fragments), false).to_bytes())
     });
     group.bench_function("tool_run_476_fragments_with_ids", |b| {
-        b.iter(|| tool_run(black_box(&fragments), true))
+        b.iter(|| tool_run(black_box(&fragments), true).to_bytes())
     });
     group.finish();
 }

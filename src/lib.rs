@@ -23,7 +23,7 @@
 //!              agent's updates, the drive into the client's outbox or the run's log, the
 //!              observers (metrics, span, thread save), reconnects and stops, run limits and
 //!              shutdown
-//! protocol     AG-UI wire types, the run encoder and the SSE frame codec (pure serde; a leaf)
+//! protocol     AG-UI wire types, the run encoder, typed frames and the SSE codec (a leaf)
 //! agent        Agent trait, RunRequest, AgentUpdate, AgentError, ChatAgent, the middlewares
 //!              and their configuration types; approval policies and the signed ApprovalId
 //! llm          the OpenAI-compatible client and the offline model (the only module that
@@ -66,7 +66,8 @@
 //!        PredictiveStateDeltas  streaming tool arguments -> STATE_DELTA
 //!        ChatAgent              streams the model, runs server tools, stops for client tools
 //!   -> protocol::RunEncoder: RUN_STARTED first, exactly one RUN_FINISHED/RUN_ERROR last,
-//!      closes anything open, downgrades shapes for 0.x clients, writes `data: <json>\n\n`
+//!      closes anything open, downgrades shapes for 0.x clients, hands on typed frames
+//!      (`protocol::Batch`); `data: <json>\n\n` is written where they leave
 //!   -> session pump and drive: the SSE response (keep-alive comments, no compression; at
 //!      most `server.max_stream_buffer_bytes` held for a slow client, then `client_too_slow`)
 //!      or the run's log

@@ -27,10 +27,13 @@
 //! With [`RunEncoder::with_event_ids`] every frame starts with `id: <runId>:<seq>` (`seq` counts
 //! from 1), the cursor a reconnecting client sends back as `Last-Event-ID`.
 
+use std::sync::Arc;
+
 use super::error::EncodeError;
 use super::events::*;
+use super::frame::{ContentKind, Fragment, Frame, FrameAt, FrameOut};
 use super::input::{ContentPart, Interrupt, Message, PartSource, ToolResultContent};
-use super::sse::{event_id_prefix, now_millis, write_content_frame, write_event_id, write_frame};
+use super::sse::{event_id_prefix, event_json, now_millis};
 
 /// Which client shapes a run may use.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -86,8 +89,8 @@ pub struct RunEncoder {
     timestamps: bool,
     /// Events written so far, for metrics and event ids.
     events_written: u64,
-    /// `id: <runId>:` when frames carry event ids.
-    id_prefix: Option<Vec<u8>>,
+    /// `id: <runId>:` when frames carry event ids; shared by every batch of the run.
+    id_prefix: Option<Arc<[u8]>>,
 }
 
 impl RunEncoder {
@@ -116,7 +119,7 @@ impl RunEncoder {
     /// refuse control characters in ids before a run gets here.
     pub fn with_event_ids(mut self) -> Self {
         if !self.run_id.contains(['\r', '\n', '\0']) {
-            self.id_prefix = Some(event_id_prefix(&self.run_id));
+            self.id_prefix = Some(Arc::from(event_id_prefix(&self.run_id)));
         }
         self
     }
@@ -141,7 +144,7 @@ impl RunEncoder {
     }
 
     /// Writes `RUN_STARTED`. Idempotent: later calls write nothing.
-    pub fn start(&mut self, out: &mut Vec<u8>) -> Result<(), EncodeError> {
+    pub fn start(&mut self, out: &mut impl FrameOut) -> Result<(), EncodeError> {
         if self.phase != Phase::NotStarted {
             return Ok(());
         }
@@ -199,7 +202,7 @@ impl RunEncoder {
     /// [`EncodeError::ProtocolViolation`] for a lifecycle or chunk event, or an event that does
     /// not fit what is open (content for a closed message, a second start of an open call).
     /// Nothing is written then; the caller ends the run with `RUN_ERROR`.
-    pub fn push(&mut self, body: EventBody, out: &mut Vec<u8>) -> Result<(), EncodeError> {
+    pub fn push(&mut self, body: EventBody, out: &mut impl FrameOut) -> Result<(), EncodeError> {
         if self.phase == Phase::Ended {
             return Err(violation("event after the terminal event"));
         }
@@ -319,7 +322,7 @@ impl RunEncoder {
 
     /// Closes everything still open and writes `RUN_FINISHED` with the run's outcome.
     /// Writes nothing if the run already ended.
-    pub fn finish(&mut self, out: &mut Vec<u8>) -> Result<(), EncodeError> {
+    pub fn finish(&mut self, out: &mut impl FrameOut) -> Result<(), EncodeError> {
         if self.phase == Phase::Ended {
             return Ok(());
         }
@@ -342,7 +345,7 @@ impl RunEncoder {
 
     /// Starts the run if nothing was written yet and closes everything still open: what must
     /// come before `RUN_FINISHED`.
-    fn close_run(&mut self, out: &mut Vec<u8>) -> Result<(), EncodeError> {
+    fn close_run(&mut self, out: &mut impl FrameOut) -> Result<(), EncodeError> {
         self.start(out)?;
         self.close_all(out)?;
         self.phase = Phase::Ended;
@@ -352,7 +355,7 @@ impl RunEncoder {
     fn write_finished(
         &mut self,
         outcome: Option<RunOutcome>,
-        out: &mut Vec<u8>,
+        out: &mut impl FrameOut,
     ) -> Result<(), EncodeError> {
         let usage = self.take_usage();
         self.write(
@@ -373,7 +376,7 @@ impl RunEncoder {
         &mut self,
         code: &str,
         message: &str,
-        out: &mut Vec<u8>,
+        out: &mut impl FrameOut,
     ) -> Result<(), EncodeError> {
         if self.phase == Phase::Ended {
             return Ok(());
@@ -394,7 +397,7 @@ impl RunEncoder {
     /// Ends a run that was stopped: for 1.0 clients everything open is closed and
     /// `RUN_FINISHED` carries the `cancelled` outcome; 0.x clients know no such outcome, so they
     /// get `RUN_ERROR` code `cancelled`. Writes nothing if the run already ended.
-    pub fn cancel(&mut self, message: &str, out: &mut Vec<u8>) -> Result<(), EncodeError> {
+    pub fn cancel(&mut self, message: &str, out: &mut impl FrameOut) -> Result<(), EncodeError> {
         if self.phase == Phase::Ended {
             return Ok(());
         }
@@ -412,7 +415,7 @@ impl RunEncoder {
         }
     }
 
-    fn close_all(&mut self, out: &mut Vec<u8>) -> Result<(), EncodeError> {
+    fn close_all(&mut self, out: &mut impl FrameOut) -> Result<(), EncodeError> {
         for id in std::mem::take(&mut self.open_reasoning_messages) {
             self.write(EventBody::ReasoningMessageEnd(message_ref(id)), out)?;
         }
@@ -468,23 +471,49 @@ impl RunEncoder {
         }
     }
 
-    fn write(&mut self, body: EventBody, out: &mut Vec<u8>) -> Result<(), EncodeError> {
-        let timestamp = self.timestamps.then(now_millis);
-        if let Some(prefix) = &self.id_prefix {
-            write_event_id(prefix, self.events_written + 1, out);
+    fn write(&mut self, body: EventBody, out: &mut impl FrameOut) -> Result<(), EncodeError> {
+        let frame = frame_of(body, self.timestamps.then(now_millis))?;
+        self.events_written += 1;
+        out.put(
+            frame,
+            FrameAt {
+                seq: self.events_written,
+                id_prefix: self.id_prefix.as_ref(),
+            },
+        );
+        Ok(())
+    }
+}
+
+/// The frame of `body`: a content event as its typed fragment (one a subagent wrote is written
+/// as any other event, its attribution included), any other event as its JSON.
+fn frame_of(body: EventBody, timestamp: Option<i64>) -> Result<Frame, EncodeError> {
+    let (kind, id, delta) = match body {
+        EventBody::TextMessageContent(e) if e.subagent_run_id.is_none() => {
+            (ContentKind::Text, e.message_id, e.delta)
         }
-        if !write_content_frame(&body, timestamp, out)? {
+        EventBody::ReasoningMessageContent(e) if e.subagent_run_id.is_none() => {
+            (ContentKind::Reasoning, e.message_id, e.delta)
+        }
+        EventBody::ToolCallArgs(e) if e.subagent_run_id.is_none() => {
+            (ContentKind::ToolCallArgs, e.tool_call_id, e.delta)
+        }
+        body => {
             let event = Event {
                 body,
                 timestamp,
                 raw_event: None,
                 metadata: None,
             };
-            write_frame(&event, out)?;
+            return Ok(Frame::Event(event_json(&event)?));
         }
-        self.events_written += 1;
-        Ok(())
-    }
+    };
+    Ok(Frame::Content(Fragment {
+        kind,
+        id,
+        delta,
+        timestamp,
+    }))
 }
 
 fn violation(what: impl Into<String>) -> EncodeError {

@@ -1,9 +1,9 @@
-//! Resumable runs: the per-process log of each run's encoded SSE frames, which a reconnecting
+//! Resumable runs: the per-process log of each run's frames, which a reconnecting
 //! client replays from its `Last-Event-ID` and then follows live, and the handle that stops a
 //! run. The log is bounded (runs, frames and bytes per run, bytes in all) and forgets a run
 //! some minutes after its terminal event; a cursor older than what is kept is an explicit
 //! [`ReadError::CursorExpired`], never a silent restart. `frames` keeps each run's frames:
-//! content frames in a row as their deltas, the others as their bytes. `store` is the seam the
+//! content frames in a row as their deltas, the others as their JSON. `store` is the seam the
 //! session uses ([`RunLogStore`]): this process's logs ([`MemoryRunLogs`]), or those logs shared
 //! with every replica on Redis (`redis`).
 
@@ -292,9 +292,9 @@ impl RunLog {
             .is_some_and(|ended| now.duration_since(ended) >= ttl)
     }
 
-    /// Appends one batch of frames as the pump wrote it (`id: ...\ndata: ...\n\n` each; no
-    /// keep-alives). `terminal`: the batch holds the run's last event.
-    pub fn append(&self, batch: Bytes, terminal: bool) {
+    /// Appends one batch of frames as the encoder wrote them (no keep-alives). `terminal`: the
+    /// batch holds the run's last event.
+    pub fn append(&self, batch: crate::protocol::Batch, terminal: bool) {
         let appended = {
             let mut kept = lock(&self.frames);
             let appended = kept.frames.append(batch);

@@ -7,11 +7,11 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use bytes::Bytes;
 use futures_util::future::{BoxFuture, FutureExt};
 use tokio_util::sync::CancellationToken;
 
 use super::{Follower, Next, OpenError, ReadError, RunLog, RunLogs};
+use crate::protocol::Batch;
 
 /// Which run: a run id is the client's choice, so two callers (or two agents) may pick the same
 /// one without meeting.
@@ -62,7 +62,7 @@ pub trait RunWriter: Send + Sync {
     fn start(&mut self) -> Result<Box<dyn LogReader>, LogError>;
 
     /// Appends one batch of frames (no keep-alives); `terminal`: it holds the last event.
-    fn append(&mut self, batch: Bytes, terminal: bool) -> BoxFuture<'_, ()>;
+    fn append(&mut self, batch: Batch, terminal: bool) -> BoxFuture<'_, ()>;
 
     /// Resolves once the run has had no reader, here or anywhere else, for `grace` in a row.
     fn abandoned(&self, grace: Duration) -> BoxFuture<'static, ()>;
@@ -174,7 +174,7 @@ pub(super) struct MemoryWriter {
 }
 
 impl MemoryWriter {
-    pub(super) fn append_here(&self, batch: Bytes, terminal: bool) {
+    pub(super) fn append_here(&self, batch: Batch, terminal: bool) {
         self.log.append(batch, terminal);
     }
 }
@@ -186,7 +186,7 @@ impl RunWriter for MemoryWriter {
         Ok(Box::new(follower))
     }
 
-    fn append(&mut self, batch: Bytes, terminal: bool) -> BoxFuture<'_, ()> {
+    fn append(&mut self, batch: Batch, terminal: bool) -> BoxFuture<'_, ()> {
         self.append_here(batch, terminal);
         std::future::ready(()).boxed()
     }

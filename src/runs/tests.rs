@@ -2,8 +2,8 @@
 
 use std::time::Duration;
 
-use super::frames::split_frames;
 use super::*;
+use crate::protocol::{Frame, FrameAt, FrameOut};
 
 fn limits() -> LogLimits {
     LogLimits {
@@ -19,8 +19,19 @@ fn frame(seq: u64) -> String {
     format!("id: r:{seq}\ndata: {{\"n\":{seq}}}\n\n")
 }
 
-fn batch(seqs: std::ops::RangeInclusive<u64>) -> Bytes {
-    Bytes::from(seqs.map(frame).collect::<String>())
+/// The batch of frames `seqs` of run `r`, each an event whose JSON is `{"n":<seq>}`.
+fn batch(seqs: std::ops::RangeInclusive<u64>) -> crate::protocol::Batch {
+    let prefix: Arc<[u8]> = Arc::from(crate::protocol::event_id_prefix("r"));
+    let mut batch = crate::protocol::Batch::default();
+    for seq in seqs {
+        let json = Bytes::from(format!("{{\"n\":{seq}}}"));
+        let at = FrameAt {
+            seq,
+            id_prefix: Some(&prefix),
+        };
+        batch.put(Frame::Event(json), at);
+    }
+    batch
 }
 
 async fn read_all(follower: &mut Follower) -> String {
@@ -33,15 +44,6 @@ async fn read_all(follower: &mut Follower) -> String {
         }
     }
     text
-}
-
-#[test]
-fn batches_split_into_frames_without_copying() {
-    let bytes = batch(1..=3);
-    let frames: Vec<Bytes> = split_frames(bytes.clone()).collect();
-    assert_eq!(frames.len(), 3);
-    assert_eq!(frames[1], frame(2).as_bytes());
-    assert_eq!(frames[0].as_ptr(), bytes.as_ptr());
 }
 
 #[test]

@@ -19,7 +19,7 @@ use tracing::Instrument;
 use super::pump::Pump;
 use super::sink::{self, FrameSink, Room};
 use super::{Refused, RunBody};
-use crate::protocol::{write_frame, Event, EventBody, RunError, KEEP_ALIVE_FRAME};
+use crate::protocol::{write_frame, Batch, Event, EventBody, RunError, KEEP_ALIVE_FRAME};
 use crate::runs::{
     LogError, LogReader, Next, ReaderSlot, ReaderSlots, RunLogStore, RunRef, RunWriter,
 };
@@ -209,7 +209,7 @@ impl FrameSink for LogSink {
         false
     }
 
-    async fn send(&mut self, batch: Bytes, terminal: bool) -> bool {
+    async fn send(&mut self, batch: Batch, terminal: bool) -> bool {
         self.writer.append(batch, terminal).await;
         true
     }

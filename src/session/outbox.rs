@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use bytes::Bytes;
+use bytes::{Bytes, BytesMut};
 use tokio::sync::{mpsc, Notify};
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
@@ -21,6 +21,7 @@ use super::pump::Pump;
 use super::sink::{self, FrameSink, Room};
 use super::stops::Stop;
 use super::RunBody;
+use crate::protocol::Batch;
 
 /// What a slow client may hold up (`server.max_stream_buffer_bytes`,
 /// `server.slow_client_timeout_secs`).
@@ -45,6 +46,7 @@ pub(super) fn spawn(pump: Pump, span: tracing::Span, limits: StreamBufferLimits)
     let (sender, receiver) = mpsc::unbounded_channel();
     let outbox = Outbox {
         sender,
+        block: FrameBlock::default(),
         backlog: Arc::clone(&backlog),
         limits,
         shutdown: pump.shutdown_token().clone(),
@@ -58,6 +60,8 @@ pub(super) fn spawn(pump: Pump, span: tracing::Span, limits: StreamBufferLimits)
 /// The sending side of the outbox.
 struct Outbox {
     sender: mpsc::UnboundedSender<Bytes>,
+    /// Where batches are written as bytes to leave.
+    block: FrameBlock,
     backlog: Arc<Backlog>,
     limits: StreamBufferLimits,
     shutdown: CancellationToken,
@@ -96,9 +100,33 @@ impl FrameSink for Outbox {
         true
     }
 
-    async fn send(&mut self, batch: Bytes, _terminal: bool) -> bool {
-        self.backlog.queued.fetch_add(batch.len(), Ordering::AcqRel);
-        self.sender.send(batch).is_ok()
+    async fn send(&mut self, batch: Batch, _terminal: bool) -> bool {
+        let bytes = self.block.bytes_of(&batch);
+        self.backlog.queued.fetch_add(bytes.len(), Ordering::AcqRel);
+        self.sender.send(bytes).is_ok()
+    }
+}
+
+/// The block a run's batches are written into: a few paced frames, and at most this much left
+/// unused while a stream is open (a larger batch gets a block of its own size).
+const FRAME_BLOCK_BYTES: usize = 512;
+
+/// The block a run's batches are written into on their way to the socket.
+#[derive(Debug, Default)]
+struct FrameBlock(BytesMut);
+
+impl FrameBlock {
+    /// `batch`'s bytes: written into the run's current block and split off it, so that a paced
+    /// run's one-frame batches share a few allocations instead of taking one each.
+    fn bytes_of(&mut self, batch: &Batch) -> Bytes {
+        if batch.is_keep_alive() {
+            return Bytes::from_static(crate::protocol::KEEP_ALIVE_FRAME);
+        }
+        if self.0.capacity() < batch.len() {
+            self.0 = BytesMut::with_capacity(batch.len().max(FRAME_BLOCK_BYTES));
+        }
+        batch.write(&mut self.0);
+        self.0.split().freeze()
     }
 }
 
@@ -119,4 +147,58 @@ fn body_stream(
             })
         })
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::protocol::{Frame, FrameAt, FrameOut};
+
+    /// A batch of one event whose JSON is `len` bytes of `fill`.
+    fn batch(fill: u8, len: usize) -> Batch {
+        let mut batch = Batch::default();
+        let prefix: Arc<[u8]> = Arc::from(&b"id: r:"[..]);
+        let at = FrameAt {
+            seq: 1,
+            id_prefix: Some(&prefix),
+        };
+        batch.put(Frame::Event(Bytes::from(vec![fill; len])), at);
+        batch
+    }
+
+    #[test]
+    fn batches_keep_their_bytes_and_share_blocks() {
+        let mut block = FrameBlock::default();
+        let mut inputs: Vec<Batch> = (0..40u8)
+            .map(|i| batch(b'a' + i % 26, 100 + usize::from(i)))
+            .collect();
+        inputs.insert(17, batch(b'z', FRAME_BLOCK_BYTES * 3 + 1));
+        let written: Vec<Bytes> = inputs.iter().map(|batch| block.bytes_of(batch)).collect();
+        for (input, bytes) in inputs.iter().zip(&written) {
+            assert_eq!(bytes, &input.to_bytes());
+        }
+        // The first batches were packed into one block: each starts where the one before ended.
+        let mut filled = 0;
+        let in_first_block = inputs
+            .iter()
+            .take_while(|batch| {
+                filled += batch.len();
+                filled <= FRAME_BLOCK_BYTES
+            })
+            .count();
+        assert!(in_first_block >= 3, "a block holds a few paced frames");
+        for pair in written[..in_first_block].windows(2) {
+            assert_eq!(
+                pair[0].as_ptr().wrapping_add(pair[0].len()),
+                pair[1].as_ptr()
+            );
+        }
+        // Dropping some batches leaves the others, and the blocks they share, intact.
+        let kept: Vec<_> = written.into_iter().step_by(3).collect();
+        for (input, bytes) in inputs.iter().step_by(3).zip(&kept) {
+            assert_eq!(bytes, &input.to_bytes());
+        }
+    }
 }

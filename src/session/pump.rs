@@ -1,5 +1,6 @@
 //! The pump: a step machine between the agent's updates and the run's encoder. Each step is one
-//! batch of frames, `RUN_STARTED` first, then whatever the next wake-up gives (several updates
+//! batch of typed frames (bytes are made where the batch leaves: the client's outbox, a log's
+//! reader, Redis), `RUN_STARTED` first, then whatever the next wake-up gives (several updates
 //! when they are ready at once), or a keep-alive comment; the last holds the terminal event.
 //! A wake-up is the agent's next update, a [`Stop`], or idleness. The pump owns what a run holds
 //! for its stream's whole life (its concurrency slot, its observers) and gives it back when the
@@ -9,7 +10,6 @@ use std::panic::AssertUnwindSafe;
 use std::pin::Pin;
 use std::time::Duration;
 
-use bytes::{Bytes, BytesMut};
 use futures_util::{FutureExt, StreamExt};
 use tokio::sync::OwnedSemaphorePermit;
 use tokio::time::{Instant, Sleep};
@@ -18,16 +18,11 @@ use tokio_util::task::TaskTracker;
 use super::observe::{Outcome, RunObserver};
 use super::stops::{Stop, StopSignals, StopSources};
 use crate::agent::{AgentError, AgentStream, AgentUpdate};
-use crate::protocol::{EncodeError, RunEncoder, KEEP_ALIVE_FRAME};
+use crate::protocol::{Batch, EncodeError, RunEncoder};
 
 /// Most bytes gathered into one body chunk when several updates are ready at once: batching
 /// saves a write per event under load without holding back a slow stream.
 const MAX_BATCH_BYTES: usize = 16 * 1024;
-
-/// The block a run's batches are packed into (see `Pump::seal`): a few paced frames, and at
-/// most this much left unused while a stream is open or at the end of a run that its log
-/// keeps (a larger batch gets a block of its own size).
-const FRAME_BLOCK_BYTES: usize = 512;
 
 /// See the module docs.
 pub(super) struct Pump {
@@ -47,11 +42,6 @@ pub(super) struct Pump {
     started_at: Instant,
     /// When the last chunk was written (`None` before `RUN_STARTED`): the keep-alive counts from it.
     last_write: Option<Instant>,
-    /// Where a batch is encoded, kept from batch to batch so that it grows once per run rather
-    /// than from nothing for every batch.
-    batch: Vec<u8>,
-    /// Where encoded batches are copied to leave (see `seal`).
-    frames: BytesMut,
 }
 
 /// What a run waits on besides its agent, kept across wake-ups (see `Pump::wait`).
@@ -90,8 +80,6 @@ impl Pump {
             tasks,
             started_at: Instant::now(),
             last_write: None,
-            batch: Vec::new(),
-            frames: BytesMut::new(),
         }
     }
 
@@ -131,10 +119,10 @@ impl Pump {
         self.updates.is_none()
     }
 
-    /// The next body chunk (see the module docs); `None` after the end.
-    pub(super) async fn next_batch(&mut self) -> Option<Bytes> {
+    /// The next batch of frames (see the module docs); `None` after the end.
+    pub(super) async fn next_batch(&mut self) -> Option<Batch> {
         self.updates.as_ref()?;
-        let mut out = std::mem::take(&mut self.batch);
+        let mut out = Batch::default();
         let events_before = self.encoder.events_written();
         if self.last_write.is_none() {
             // RUN_STARTED goes out before the model is even called: time to first byte is ours.
@@ -143,10 +131,10 @@ impl Pump {
             let wake = self.wait().await;
             match wake {
                 Wake::Idle => {
-                    self.batch = out;
-                    self.tell_write(0, KEEP_ALIVE_FRAME.len());
+                    let keep_alive = Batch::keep_alive();
+                    self.tell_write(0, keep_alive.len());
                     self.last_write = Some(Instant::now());
-                    return Some(Bytes::from_static(KEEP_ALIVE_FRAME));
+                    return Some(keep_alive);
                 }
                 Wake::Stop(stop) => self.stop(stop, &mut out),
                 Wake::Next(next) => self.handle(next, &mut out),
@@ -168,18 +156,18 @@ impl Pump {
     }
 
     /// Ends the run at once for `stop` (the agent stream, and with it the upstream request,
-    /// goes now); the final chunk to send. `None` if the run was over.
-    pub(super) async fn end_now(&mut self, stop: Stop) -> Option<Bytes> {
+    /// goes now); the final batch to send. `None` if the run was over.
+    pub(super) async fn end_now(&mut self, stop: Stop) -> Option<Batch> {
         self.updates.as_ref()?;
-        let mut out = std::mem::take(&mut self.batch);
+        let mut out = Batch::default();
         let events_before = self.encoder.events_written();
         self.stop(stop, &mut out);
         Some(self.settle(out, events_before).await)
     }
 
-    /// Tells the observers of a chunk about to leave; once it holds the terminal event, frees
+    /// Tells the observers of a batch about to leave; once it holds the terminal event, frees
     /// the run's slot and finishes the observers (the thread is saved) before it leaves.
-    async fn settle(&mut self, mut out: Vec<u8>, events_before: u64) -> Bytes {
+    async fn settle(&mut self, out: Batch, events_before: u64) -> Batch {
         self.last_write = Some(Instant::now());
         let events = self.encoder.events_written() - events_before;
         self.tell_write(events, out.len());
@@ -191,22 +179,7 @@ impl Pump {
                 observer.finish().await;
             }
         }
-        let batch = self.seal(&out);
-        out.clear();
-        self.batch = out;
-        batch
-    }
-
-    /// `batch` as it leaves: copied into the run's current block of frames and split off it, so
-    /// that a paced run's one-frame batches share a few allocations instead of taking one each
-    /// (and a second when the log and its reader both hold one), and a run's log keeps its
-    /// frames packed: a vector kept with its spare capacity cost about three times its bytes.
-    fn seal(&mut self, batch: &[u8]) -> Bytes {
-        if self.frames.capacity() < batch.len() {
-            self.frames = BytesMut::with_capacity(batch.len().max(FRAME_BLOCK_BYTES));
-        }
-        self.frames.extend_from_slice(batch);
-        self.frames.split().freeze()
+        out
     }
 
     /// Waits for the next thing that moves the run. The keep-alive timer lives as long as the
@@ -250,7 +223,7 @@ impl Pump {
         }
     }
 
-    fn handle(&mut self, next: Polled, out: &mut Vec<u8>) {
+    fn handle(&mut self, next: Polled, out: &mut Batch) {
         let update = match next {
             Err(_panic) => {
                 tracing::error!("the agent panicked; ending the run");
@@ -292,8 +265,8 @@ impl Pump {
 
     fn write_or_fail(
         &mut self,
-        write: impl FnOnce(&mut RunEncoder, &mut Vec<u8>) -> Result<(), EncodeError>,
-        out: &mut Vec<u8>,
+        write: impl FnOnce(&mut RunEncoder, &mut Batch) -> Result<(), EncodeError>,
+        out: &mut Batch,
     ) {
         if let Err(error) = write(&mut self.encoder, out) {
             tracing::error!(%error, "the agent produced an invalid event sequence");
@@ -303,7 +276,7 @@ impl Pump {
 
     /// Ends the run for `stop`: `RUN_ERROR` with its code, or, for a stop request, the
     /// cancelled end.
-    fn stop(&mut self, stop: Stop, out: &mut Vec<u8>) {
+    fn stop(&mut self, stop: Stop, out: &mut Batch) {
         stop.log();
         match stop.code() {
             Some(code) => self.fail(code, stop.message(), out),
@@ -316,7 +289,7 @@ impl Pump {
         }
     }
 
-    fn fail(&mut self, code: &str, message: &str, out: &mut Vec<u8>) {
+    fn fail(&mut self, code: &str, message: &str, out: &mut Batch) {
         if let Err(error) = self.encoder.fail(code, message, out) {
             tracing::error!(%error, "could not encode RUN_ERROR");
         }

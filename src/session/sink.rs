@@ -4,11 +4,9 @@
 
 use std::future::Future;
 
-use bytes::Bytes;
-
 use super::pump::Pump;
 use super::stops::Stop;
-use crate::protocol::KEEP_ALIVE_FRAME;
+use crate::protocol::Batch;
 
 /// Whether a sink takes another batch.
 pub(super) enum Room {
@@ -31,7 +29,7 @@ pub(super) trait FrameSink: Send {
     fn takes_keep_alives(&self) -> bool;
 
     /// Takes a batch; `terminal`: it holds the run's last event. `false`: nobody reads any more.
-    fn send(&mut self, batch: Bytes, terminal: bool) -> impl Future<Output = bool> + Send;
+    fn send(&mut self, batch: Batch, terminal: bool) -> impl Future<Output = bool> + Send;
 }
 
 /// Steps `pump` into `sink` until the run is over or nobody reads it.
@@ -53,7 +51,7 @@ pub(super) async fn drive(mut pump: Pump, mut sink: impl FrameSink) {
             batch = pump.next_batch() => batch,
         };
         let Some(batch) = batch else { return };
-        if !sink.takes_keep_alives() && batch.as_ref() == KEEP_ALIVE_FRAME {
+        if !sink.takes_keep_alives() && batch.is_keep_alive() {
             continue;
         }
         let over = pump.is_over();

@@ -15,6 +15,7 @@ use super::{DisconnectPolicy, OnDisconnect, Resumable, StreamBufferLimits};
 use super::{NewRun, Refused, RunBody, RunLimits, RunObserver, Sessions, Shutdown};
 use crate::agent::testing::{request, ScriptedAgent};
 use crate::agent::{Agent, AgentError, AgentStream, AgentUpdate, RunRequest};
+use crate::protocol::Batch;
 use crate::protocol::EventBody;
 use crate::runs::{KeptRun, LogError, LogReader, Next, RunLogStore, RunRef, RunWriter};
 use crate::threads::{
@@ -157,8 +158,13 @@ impl RunWriter for VecWriter {
         }))
     }
 
-    fn append(&mut self, batch: Bytes, terminal: bool) -> BoxFuture<'_, ()> {
-        self.0.batches.lock().unwrap().push((batch, terminal));
+    fn append(&mut self, batch: Batch, terminal: bool) -> BoxFuture<'_, ()> {
+        // A log of bytes: what the session hands a store reads as the frames it wrote.
+        self.0
+            .batches
+            .lock()
+            .unwrap()
+            .push((batch.to_bytes(), terminal));
         self.0.appended.send_modify(|n| *n += 1);
         std::future::ready(()).boxed()
     }

@@ -1,7 +1,8 @@
 //! The encoder's brackets, downgrades, event ids and endings, driven from vectors.
 
 use super::*;
-use crate::protocol::sse::{split_event_id, write_json_string, ContentFrame};
+use crate::protocol::frame::{Batch, EventId};
+use crate::protocol::sse::{json_string_len, write_frame, write_json_string};
 use serde_json::{json, Value};
 
 fn frames(out: &[u8]) -> Vec<Value> {
@@ -306,12 +307,10 @@ fn content_frames_are_written_byte_for_byte_as_serde_writes_them() {
                     };
                     write_frame(&event, &mut by_serde).unwrap();
                     let mut ours = Vec::new();
-                    if !write_content_frame(&body, timestamp, &mut ours).unwrap() {
-                        assert!(
-                            matches!(&body, EventBody::TextMessageContent(e) if e.subagent_run_id.is_some())
-                        );
-                        continue;
-                    }
+                    let frame = frame_of(body.clone(), timestamp).unwrap();
+                    let subagent = matches!(&body, EventBody::TextMessageContent(e) if e.subagent_run_id.is_some());
+                    assert_eq!(matches!(frame, Frame::Event(_)), subagent, "{body:?}");
+                    frame.write(None, &mut ours);
                     assert_eq!(
                         String::from_utf8(ours).unwrap(),
                         String::from_utf8(by_serde).unwrap()
@@ -322,99 +321,109 @@ fn content_frames_are_written_byte_for_byte_as_serde_writes_them() {
     }
 }
 
-/// A content frame taken apart writes back byte for byte, its delta as escaped in the frame;
-/// only frames exactly as the content writer writes them come apart.
+/// What a frame says it writes is what it writes, with and without its `id:` line, for content
+/// that needs escaping and for events written by serde; so a batch's length, which the byte
+/// metrics and the batch bound count, is its bytes'.
 #[test]
-fn content_frames_come_apart_and_write_back_byte_for_byte() {
+fn a_frame_writes_as_many_bytes_as_it_says() {
     let deltas = [
         "plain",
         "",
         "quote \" and \\",
-        "line\nbreak \u{1f}",
+        "line\nbreak \u{1f} \u{0}",
         "é 😀",
         "\\",
     ];
-    for id in ["msg_1", "call \"odd\"\\"] {
-        for delta in deltas {
-            for timestamp in [None, Some(0), Some(1_764_547_200_123), Some(-5)] {
-                let body = EventBody::ToolCallArgs(ToolCallArgs {
-                    tool_call_id: id.into(),
-                    delta: delta.into(),
-                    subagent_run_id: None,
-                });
-                let mut frame = Vec::new();
-                assert!(write_content_frame(&body, timestamp, &mut frame).unwrap());
-                let parts = ContentFrame::parse(&frame).expect("a content frame");
-                assert_eq!(parts.timestamp, timestamp);
-                assert_eq!(
-                    parts.delta,
-                    serde_json::to_string(delta)
-                        .unwrap()
-                        .trim_matches('"')
-                        .as_bytes()
-                );
-                let mut written = Vec::new();
-                parts.write(&mut written);
-                assert_eq!(written, frame);
-                assert_eq!(
-                    ContentFrame::parse_continuing(&frame, parts.head),
-                    Some(parts)
-                );
-                let other_call =
-                    b"data: {\"type\":\"TOOL_CALL_ARGS\",\"toolCallId\":\"other\",\"delta\":\"";
-                assert_eq!(ContentFrame::parse_continuing(&frame, other_call), None);
-                assert_eq!(ContentFrame::parse_continuing(&frame, b""), None);
+    let prefix = event_id_prefix("run:1");
+    for seq in [1, 9, 10, 12_345, 999_999_999_999_999_999] {
+        let id = EventId {
+            prefix: &prefix,
+            seq,
+        };
+        for of in ["msg_1", "call \"odd\"\\"] {
+            for delta in deltas {
+                for timestamp in [None, Some(0), Some(1_764_547_200_123), Some(-5)] {
+                    for kind in [
+                        ContentKind::Text,
+                        ContentKind::Reasoning,
+                        ContentKind::ToolCallArgs,
+                    ] {
+                        let frame = Frame::Content(Fragment {
+                            kind,
+                            id: of.into(),
+                            delta: delta.into(),
+                            timestamp,
+                        });
+                        for id in [None, Some(id)] {
+                            let mut written = Vec::new();
+                            frame.write(id, &mut written);
+                            assert_eq!(frame.len(id), written.len(), "{written:?}");
+                        }
+                    }
+                }
             }
         }
-    }
-    let mut started = Vec::new();
-    write_frame(&Event::from(text_start("m")), &mut started).unwrap();
-    let not_content = [
-        started,
-        b"data: {\"type\":\"TEXT_MESSAGE_CONTENT\",\"messageId\":\"m\",\"delta\":\"a\",\"subagentRunId\":\"s\"}\n\n".to_vec(),
-        b"data: {\"type\":\"TEXT_MESSAGE_CONTENT\",\"messageId\":\"m\",\"delta\":\"a\",\"timestamp\":+1}\n\n".to_vec(),
-        b"data: {\"type\":\"TEXT_MESSAGE_CONTENT\",\"messageId\":\"m\",\"delta\":\"a\",\"timestamp\":01}\n\n".to_vec(),
-        b"data: {\"type\":\"TEXT_MESSAGE_CONTENT\",\"messageId\":\"m\",\"delta\":\"a\",\"timestamp\":-0}\n\n".to_vec(),
-        b"data: {\"type\":\"TEXT_MESSAGE_CONTENT\",\"messageId\":\"m\",\"delta\":\"a\",\"timestamp\":1e3}\n\n".to_vec(),
-        b"data: {\"type\":\"TEXT_MESSAGE_CONTENT\",\"messageId\":\"m\",\"delta\":\"a\",\"timestamp\":}\n\n".to_vec(),
-        b"data: {\"type\":\"TEXT_MESSAGE_CONTENT\",\"messageId\":\"m\",\"delta\":\"a\"}\n".to_vec(),
-        b"data: {\"type\":\"TEXT_MESSAGE_CONTENT\",\"messageId\":\"m\",\"delta\":\"a\\\"}\n\n".to_vec(),
-        b"data: {\"type\":\"TEXT_MESSAGE_CONTENT\",\"messageId\":\"m\"}\n\n".to_vec(),
-    ];
-    for frame in not_content {
-        assert_eq!(
-            ContentFrame::parse(&frame),
-            None,
-            "{}",
-            String::from_utf8_lossy(&frame)
-        );
+        let mut encoder = RunEncoder::new(ProtocolVersion::V1, "t".into(), "r".into());
+        let mut batch = Batch::default();
+        encoder.start(&mut batch).unwrap();
+        encoder.push(text_start("m \"1\""), &mut batch).unwrap();
+        encoder.finish(&mut batch).unwrap();
+        assert_eq!(batch.to_bytes().len(), batch.len());
+        let mut written = Vec::new();
+        first_frame(&batch).write(Some(id), &mut written);
+        assert_eq!(first_frame(&batch).len(Some(id)), written.len());
     }
 }
 
-/// An `id:` line comes apart into the seq it was written with; a line of another run, or one
-/// whose seq would not be written back the same, does not.
+fn first_frame(batch: &Batch) -> &Frame {
+    &batch.frames()[0]
+}
+
+/// A batch writes, frame after frame, what the same events written straight to bytes give,
+/// `id:` lines included; and one frame at a time, the same bytes again.
 #[test]
-fn event_id_lines_come_apart_into_their_seq() {
-    let prefix = event_id_prefix("run:1");
-    for seq in [1, 9, 10, 12_345, 999_999_999_999_999_999] {
-        let mut frame = Vec::new();
-        write_event_id(&prefix, seq, &mut frame);
-        frame.extend_from_slice(b"data: {}\n\n");
-        assert_eq!(
-            split_event_id(&frame, &prefix),
-            Some((seq, &b"data: {}\n\n"[..]))
-        );
-    }
-    for line in [
-        "id: run:1:07\n",
-        "id: run:1:-1\n",
-        "id: run:1:\n",
-        "id: run:1:1 \n",
-        "id: run:2:1\n",
-        "id: run:1:1",
-    ] {
-        assert_eq!(split_event_id(line.as_bytes(), &prefix), None, "{line:?}");
-    }
+fn a_batch_writes_what_the_encoder_writes_to_bytes() {
+    let run = |out: &mut dyn FnMut(&mut RunEncoder)| {
+        let mut encoder = RunEncoder::new(ProtocolVersion::V1, "t".into(), "run:1".into())
+            .with_event_ids()
+            .without_timestamps();
+        out(&mut encoder);
+    };
+    let events = || {
+        vec![
+            text_start("m"),
+            EventBody::text_content("m", "a \"b\""),
+            EventBody::text_content("m", "c"),
+            tool_start("c1", "m"),
+            EventBody::tool_call_args("c1", "{}"),
+        ]
+    };
+    let mut bytes = Vec::new();
+    run(&mut |encoder| {
+        encoder.start(&mut bytes).unwrap();
+        for event in events() {
+            encoder.push(event, &mut bytes).unwrap();
+        }
+        encoder.finish(&mut bytes).unwrap();
+    });
+    let mut batch = Batch::default();
+    run(&mut |encoder| {
+        encoder.start(&mut batch).unwrap();
+        for event in events() {
+            encoder.push(event, &mut batch).unwrap();
+        }
+        encoder.finish(&mut batch).unwrap();
+    });
+    assert_eq!(batch.first_seq(), 1);
+    assert_eq!(batch.frame_count(), 9);
+    assert_eq!(
+        String::from_utf8(batch.to_bytes().to_vec()).unwrap(),
+        String::from_utf8(bytes.clone()).unwrap()
+    );
+    assert_eq!(batch.frame_bytes().concat(), bytes);
+    assert!(String::from_utf8(bytes)
+        .unwrap()
+        .starts_with("id: run:1:1\ndata: "));
 }
 
 /// Every ASCII character, alone, at either end of a string and all in one, is written as
@@ -431,7 +440,8 @@ fn json_strings_are_escaped_as_serde_escapes_them() {
     }
     for text in texts {
         let mut ours = Vec::new();
-        write_json_string(&text, &mut ours).unwrap();
+        write_json_string(&text, &mut ours);
+        assert_eq!(json_string_len(&text), ours.len());
         assert_eq!(
             String::from_utf8(ours).unwrap(),
             serde_json::to_string(&text).unwrap(),

@@ -1,11 +1,19 @@
 //! Kept frames read back byte for byte from every cursor, as rows form, grow and are trimmed.
 
+use std::sync::Arc;
+
 use super::*;
-use crate::protocol::{EventBody, ProtocolVersion, RunEncoder};
+use crate::protocol::{Batch, EventBody, FrameAt, FrameOut, ProtocolVersion, RunEncoder};
+
+/// A run's frames as the encoder wrote them, and each one's bytes on the wire.
+struct Written {
+    frames: Vec<Frame>,
+    bytes: Vec<Bytes>,
+}
 
 /// The frames of a run with every kind of row: a long text, calls whose arguments interleave,
-/// a content frame alone between others, deltas that need escaping; one frame per entry.
-fn run_frames(timestamps: bool) -> Vec<Bytes> {
+/// a content frame alone between others, deltas that need escaping.
+fn run_frames(timestamps: bool) -> Written {
     let mut encoder =
         RunEncoder::new(ProtocolVersion::V1, "t".into(), "run-1".into()).with_event_ids();
     if !timestamps {
@@ -33,20 +41,44 @@ fn run_frames(timestamps: bool) -> Vec<Bytes> {
     events.push(EventBody::text_start("m2"));
     events.push(EventBody::text_content("m2", "alone"));
     events.push(EventBody::text_end("m2"));
-    let mut out = Vec::new();
+    let mut out = Batch::default();
     encoder.start(&mut out).unwrap();
     for event in events {
         encoder.push(event, &mut out).unwrap();
     }
     encoder.finish(&mut out).unwrap();
-    split_frames(Bytes::from(out)).collect()
+    Written {
+        bytes: out.frame_bytes(),
+        frames: out.into_frames(),
+    }
+}
+
+/// The batch of `frames`, the first of them seq `first_seq`, as the encoder would have written
+/// it.
+fn batch_of(frames: &[Frame], first_seq: u64) -> Batch {
+    let prefix: Arc<[u8]> = Arc::from(crate::protocol::event_id_prefix("run-1"));
+    let mut batch = Batch::default();
+    for (seq, frame) in (first_seq..).zip(frames) {
+        let at = FrameAt {
+            seq,
+            id_prefix: Some(&prefix),
+        };
+        batch.put(frame.clone(), at);
+    }
+    batch
+}
+
+/// How many frames `bytes` holds: each ends in the one blank line a frame has (serde escapes
+/// line breaks inside strings).
+fn count_frames(bytes: &[u8]) -> u64 {
+    bytes.windows(2).filter(|pair| pair == b"\n\n").count() as u64
 }
 
 /// Appends `frames` in batches of varied sizes, trimming to `bounds` (frames, bytes) and
 /// calling `check` after each append, as a run's log does.
 fn append_in_batches(
     kept: &mut Frames,
-    frames: &[Bytes],
+    frames: &[Frame],
     bounds: (usize, usize),
     mut check: impl FnMut(&Frames),
 ) {
@@ -57,7 +89,7 @@ fn append_in_batches(
             break;
         }
         let end = (at + size).min(frames.len());
-        kept.append(Bytes::from(frames[at..end].concat()));
+        kept.append(batch_of(&frames[at..end], at as u64 + 1));
         kept.trim(bounds.0, bounds.1);
         at = end;
         check(kept);
@@ -77,10 +109,7 @@ fn read_all_after(kept: &Frames, mut cursor: u64, max_bytes: usize) -> Vec<u8> {
             return read;
         }
         assert!(chunk.frames == 1 || chunk.bytes.len() <= max_bytes);
-        assert_eq!(
-            split_frames(chunk.bytes.clone()).count() as u64,
-            chunk.frames
-        );
+        assert_eq!(count_frames(&chunk.bytes), chunk.frames);
         cursor += chunk.frames;
         read.extend_from_slice(&chunk.bytes);
     }
@@ -104,32 +133,31 @@ fn assert_reads_back(kept: &Frames, frames: &[Bytes]) {
 #[test]
 fn every_cursor_reads_the_frames_as_written() {
     for timestamps in [true, false] {
-        let frames = run_frames(timestamps);
+        let run = run_frames(timestamps);
         let mut kept = new_frames();
-        append_in_batches(&mut kept, &frames, (usize::MAX, usize::MAX), |kept| {
-            assert_reads_back(kept, &frames)
+        append_in_batches(&mut kept, &run.frames, (usize::MAX, usize::MAX), |kept| {
+            assert_reads_back(kept, &run.bytes)
         });
-        assert_eq!(kept.last_seq(), frames.len() as u64);
+        assert_eq!(kept.last_seq(), run.frames.len() as u64);
         kept.shrink();
-        assert_reads_back(&kept, &frames);
+        assert_reads_back(&kept, &run.bytes);
     }
 }
 
 #[test]
 fn rows_keep_a_fraction_of_the_bytes_written() {
-    let frames = run_frames(true);
+    let run = run_frames(true);
     let mut kept = new_frames();
-    append_in_batches(&mut kept, &frames, (usize::MAX, usize::MAX), |_| {});
-    let written: usize = frames.iter().map(Bytes::len).sum();
-    // The 30 text frames and the 2 + 4 argument frames in rows; the lone one stays a frame.
+    append_in_batches(&mut kept, &run.frames, (usize::MAX, usize::MAX), |_| {});
+    let written: usize = run.bytes.iter().map(Bytes::len).sum();
     let rows = kept
         .entries
         .iter()
         .filter(|entry| matches!(entry.kept, Kept::Row(_)))
         .count();
     assert_eq!(
-        rows, 3,
-        "m1, then c1's first two fragments, then c2's last three"
+        rows, 6,
+        "m1's 30; c1's first two, c2, c1, c2's last three; m2's one"
     );
     assert!(
         kept.bytes() * 2 < written,
@@ -140,18 +168,19 @@ fn rows_keep_a_fraction_of_the_bytes_written() {
 
 #[test]
 fn trimmed_logs_read_back_from_every_kept_cursor_and_refuse_older_ones() {
-    let frames = run_frames(true);
+    let run = run_frames(true);
+    let frames = &run.bytes;
     for (max_frames, max_bytes) in [(10, usize::MAX), (1, usize::MAX), (usize::MAX, 400)] {
         let mut kept = new_frames();
-        append_in_batches(&mut kept, &frames, (max_frames, max_bytes), |kept| {
+        append_in_batches(&mut kept, &run.frames, (max_frames, max_bytes), |kept| {
             let mut kept_bytes = 0;
             for entry in &kept.entries {
                 kept_bytes += match &entry.kept {
-                    Kept::Frame(frame) => frame.len(),
+                    Kept::Event(json) => json.len(),
                     Kept::Row(row) => {
-                        row.head.len()
+                        row.of.len()
                             + (row.dropped..row.ends.len())
-                                .map(|i| Row::piece_bytes(row.frame(i).delta.len(), row.stamped))
+                                .map(|i| Row::piece_bytes(row.frame(i).0.len(), row.stamped))
                                 .sum::<usize>()
                     }
                 };
@@ -164,7 +193,7 @@ fn trimmed_logs_read_back_from_every_kept_cursor_and_refuse_older_ones() {
                 kept.last_seq()
             );
             assert!(kept.bytes() <= max_bytes || kept.first_seq() == kept.last_seq());
-            assert_reads_back(kept, &frames);
+            assert_reads_back(kept, frames);
             if kept.first_seq() > 1 {
                 assert_eq!(
                     kept.read_after(kept.first_seq() - 2, 1024).unwrap_err(),
@@ -180,38 +209,22 @@ fn trimmed_logs_read_back_from_every_kept_cursor_and_refuse_older_ones() {
 }
 
 #[test]
-fn a_live_reader_gets_the_last_batch_as_it_was_appended() {
-    let frames = run_frames(true);
-    let mut kept = new_frames();
-    kept.append(Bytes::from(frames[..5].concat()));
-    let batch = Bytes::from(frames[5..9].concat());
-    kept.append(batch.clone());
-    let read = kept.read_after(5, 64 * 1024).unwrap();
-    assert_eq!(read.frames, 4);
-    assert_eq!(read.bytes.as_ptr(), batch.as_ptr(), "not copied");
-    // One frame kept as it came is not copied either.
-    let read = kept.read_after(0, 1).unwrap();
-    assert_eq!(read.frames, 1);
-    assert_eq!(read.bytes, frames[0]);
-}
-
-#[test]
 fn a_finished_log_holds_nothing_of_the_batches_it_was_given() {
     for timestamps in [true, false] {
-        let frames = run_frames(timestamps);
-        // The pump splits its batches off shared blocks: here, one block for the whole run.
-        let block = Bytes::from(frames.concat());
+        let run = run_frames(timestamps);
         let mut kept = new_frames();
-        let mut at = 0;
-        for frame in &frames {
-            kept.append(block.slice(at..at + frame.len()));
-            at += frame.len();
+        for (seq, frame) in (1..).zip(&run.frames) {
+            kept.append(batch_of(std::slice::from_ref(frame), seq));
         }
         kept.shrink();
-        assert!(
-            block.is_unique(),
-            "the log keeps its frames in blocks of its own"
-        );
-        assert_reads_back(&kept, &frames);
+        for frame in &run.frames {
+            if let Frame::Event(json) = frame {
+                assert!(
+                    json.is_unique(),
+                    "the log keeps its frames in blocks of its own"
+                );
+            }
+        }
+        assert_reads_back(&kept, &run.bytes);
     }
 }

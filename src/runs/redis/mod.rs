@@ -28,7 +28,6 @@ use keys::{backend, parse_entry, StreamEntry};
 pub use keys::{LostFrame, RunKeys};
 pub use store::RedisRunLogs;
 
-use super::frames::split_frames;
 use super::{lock, LogError, ReadError};
 
 /// The channel every replica listens on for stop requests; a message is a run's key digest.
@@ -476,18 +475,18 @@ async fn listen_for_stops(runs: std::sync::Weak<Inner>, mut pubsub: redis::aio::
 pub struct SharedWriter {
     runs: SharedRuns,
     keys: Arc<RunKeys>,
-    queue: mpsc::Sender<(Bytes, bool)>,
+    queue: mpsc::Sender<(Vec<Bytes>, bool)>,
     /// Ends once the queue is closed and, for a run that did not end, the lease is freed.
     appender: tokio::task::JoinHandle<()>,
 }
 
 impl SharedWriter {
-    /// Queues a batch for Redis. Waits only when [`APPEND_QUEUE`] batches are already waiting
+    /// Queues a batch's frames (each one's SSE bytes) for Redis. Waits only when [`APPEND_QUEUE`] batches are already waiting
     /// (Redis is slower than the model), which holds the run back instead of buffering it
     /// without bound; an appender that gave up takes every batch at once.
-    pub async fn append(&self, batch: Bytes, terminal: bool) {
+    pub async fn append(&self, frames: Vec<Bytes>, terminal: bool) {
         // Only fails when the appender is gone, which it is not before the sender.
-        let _ = self.queue.send((batch, terminal)).await;
+        let _ = self.queue.send((frames, terminal)).await;
     }
 
     /// Gives the run id back, for a run claimed but never started (its request was refused):
@@ -525,6 +524,10 @@ impl Presence {
     }
 }
 
+fn frames_len(frames: &[Bytes]) -> usize {
+    frames.iter().map(Bytes::len).sum()
+}
+
 /// The task that writes one run's batches to its Stream, in order, one script call for all
 /// the batches waiting at once.
 struct Appender {
@@ -540,13 +543,13 @@ struct Appender {
 }
 
 impl Appender {
-    async fn run(mut self, mut batches: mpsc::Receiver<(Bytes, bool)>) {
+    async fn run(mut self, mut batches: mpsc::Receiver<(Vec<Bytes>, bool)>) {
         while let Some(first) = batches.recv().await {
             let mut waiting = vec![first];
-            let mut bytes = waiting[0].0.len();
+            let mut bytes = frames_len(&waiting[0].0);
             while bytes < MAX_APPEND_BYTES && !waiting.last().is_some_and(|(_, end)| *end) {
                 let Ok(next) = batches.try_recv() else { break };
-                bytes += next.0.len();
+                bytes += frames_len(&next.0);
                 waiting.push(next);
             }
             if !self.broken {
@@ -562,12 +565,9 @@ impl Appender {
         }
     }
 
-    async fn append(&mut self, batches: Vec<(Bytes, bool)>) {
+    async fn append(&mut self, batches: Vec<(Vec<Bytes>, bool)>) {
         let terminal = batches.last().is_some_and(|(_, end)| *end);
-        let frames: Vec<Bytes> = batches
-            .into_iter()
-            .flat_map(|(batch, _)| split_frames(batch))
-            .collect();
+        let frames: Vec<Bytes> = batches.into_iter().flat_map(|(frames, _)| frames).collect();
         let count = frames.len() as u64;
         let limits = self.runs.inner.limits;
         let mut script = APPEND.prepare_invoke();

@@ -4,11 +4,11 @@
 
 use std::time::Duration;
 
-use bytes::Bytes;
 use futures_util::future::{BoxFuture, FutureExt};
 use tokio_util::sync::CancellationToken;
 
 use super::{Presence, RunKeys, SharedRun, SharedRuns, SharedWriter};
+use crate::protocol::Batch;
 use crate::runs::store::{MemoryRunLogs, MemoryWriter};
 use crate::runs::{KeptRun, LogError, LogReader, Next, RunLogStore, RunRef, RunWriter};
 
@@ -89,16 +89,17 @@ impl RunWriter for BothWriter {
         self.here.start()
     }
 
-    fn append(&mut self, batch: Bytes, terminal: bool) -> BoxFuture<'_, ()> {
-        self.here.append_here(batch.clone(), terminal);
+    fn append(&mut self, batch: Batch, terminal: bool) -> BoxFuture<'_, ()> {
+        // Redis keeps each frame's bytes: they are made here, once, for every replica.
+        // A batch with no frame (token usage alone) is not worth a round trip to Redis.
+        let shared = (terminal || !batch.is_empty())
+            .then_some(self.shared.as_ref())
+            .flatten()
+            .map(|shared| (shared, batch.frame_bytes()));
+        self.here.append_here(batch, terminal);
         async move {
-            // A batch with no frame (token usage alone) is not worth a round trip to Redis.
-            if let Some(shared) = self
-                .shared
-                .as_ref()
-                .filter(|_| terminal || !batch.is_empty())
-            {
-                shared.append(batch, terminal).await;
+            if let Some((shared, frames)) = shared {
+                shared.append(frames, terminal).await;
             }
         }
         .boxed()

@@ -62,10 +62,10 @@ struct Row {
     /// The deltas, one after another.
     deltas: String,
     /// Where each delta ends in `deltas`.
-    ends: Vec<u32>,
+    ends: Offsets,
     /// Each frame's timestamp, when the row's frames carry one, as milliseconds after `base`:
-    /// half the bytes of a full timestamp, one per token of a reply.
-    stamps: Vec<u32>,
+    /// a quarter of the bytes of a full timestamp, one per token of a reply.
+    stamps: Offsets,
     /// The timestamp the offsets in `stamps` count from: the row's first frame's.
     base: Option<i64>,
     /// Whether they do: a run's frames all carry one, or none does.
@@ -271,8 +271,8 @@ impl Row {
             kind: first.kind,
             of: first.id.as_str().into(),
             deltas: String::new(),
-            ends: Vec::new(),
-            stamps: Vec::new(),
+            ends: Offsets::default(),
+            stamps: Offsets::default(),
             base: None,
             stamped: first.timestamp.is_some(),
             dropped: 0,
@@ -310,6 +310,8 @@ impl Row {
         Self::piece_bytes(content.delta.len(), content.timestamp.is_some())
     }
 
+    /// What a frame takes in a row, for the log's bounds: its delta and, at most, a wide
+    /// offset for its end and its timestamp.
     fn piece_bytes(delta: usize, stamped: bool) -> usize {
         delta + size_of::<u32>() + if stamped { size_of::<u32>() } else { 0 }
     }
@@ -322,14 +324,14 @@ impl Row {
     fn frame(&self, index: usize) -> (&str, Option<i64>) {
         let start = match index {
             0 => 0,
-            _ => self.ends[index - 1] as usize,
+            _ => self.ends.at(index - 1) as usize,
         };
         let timestamp = self
             .stamps
             .get(index)
             .zip(self.base)
-            .map(|(offset, base)| base + i64::from(*offset));
-        (&self.deltas[start..self.ends[index] as usize], timestamp)
+            .map(|(offset, base)| base + i64::from(offset));
+        (&self.deltas[start..self.ends.at(index) as usize], timestamp)
     }
 
     /// Drops the first kept frame; returns the bytes it took. What it held goes once half the
@@ -346,14 +348,11 @@ impl Row {
 
     /// Removes the dropped frames' deltas, offsets and timestamps.
     fn compact(&mut self) {
-        let cut = self.ends[self.dropped - 1];
+        let cut = self.ends.at(self.dropped - 1);
         self.deltas.drain(..cut as usize);
-        self.ends.drain(..self.dropped);
-        for end in &mut self.ends {
-            *end -= cut;
-        }
+        self.ends.drop_front(self.dropped, cut);
         if self.stamped {
-            self.stamps.drain(..self.dropped);
+            self.stamps.drop_front(self.dropped, 0);
         }
         self.dropped = 0;
     }
@@ -365,6 +364,78 @@ impl Row {
         self.deltas.shrink_to_fit();
         self.ends.shrink_to_fit();
         self.stamps.shrink_to_fit();
+    }
+}
+
+/// A row's offsets: two bytes each while they fit, four once one does not (deltas past 64 KiB,
+/// or timestamps past 65 s after the row's first): half the bookkeeping per token of a reply.
+#[derive(Debug)]
+enum Offsets {
+    Narrow(Vec<u16>),
+    Wide(Vec<u32>),
+}
+
+impl Default for Offsets {
+    fn default() -> Self {
+        Offsets::Narrow(Vec::new())
+    }
+}
+
+impl Offsets {
+    fn push(&mut self, value: u32) {
+        match self {
+            Offsets::Narrow(narrow) => match u16::try_from(value) {
+                Ok(value) => narrow.push(value),
+                Err(_) => {
+                    let mut wide: Vec<u32> = narrow.iter().map(|n| u32::from(*n)).collect();
+                    wide.push(value);
+                    *self = Offsets::Wide(wide);
+                }
+            },
+            Offsets::Wide(wide) => wide.push(value),
+        }
+    }
+
+    fn get(&self, index: usize) -> Option<u32> {
+        match self {
+            Offsets::Narrow(narrow) => narrow.get(index).map(|n| u32::from(*n)),
+            Offsets::Wide(wide) => wide.get(index).copied(),
+        }
+    }
+
+    /// The offset at `index`, which the caller knows is there.
+    fn at(&self, index: usize) -> u32 {
+        self.get(index).unwrap_or_default()
+    }
+
+    fn len(&self) -> usize {
+        match self {
+            Offsets::Narrow(narrow) => narrow.len(),
+            Offsets::Wide(wide) => wide.len(),
+        }
+    }
+
+    /// Removes the first `count` offsets and takes `cut` off each of the others.
+    fn drop_front(&mut self, count: usize, cut: u32) {
+        match self {
+            Offsets::Narrow(narrow) => {
+                narrow.drain(..count);
+                // Every kept offset is at least `cut`, which is one of them, so it fits.
+                let cut = u16::try_from(cut).unwrap_or(u16::MAX);
+                narrow.iter_mut().for_each(|n| *n -= cut);
+            }
+            Offsets::Wide(wide) => {
+                wide.drain(..count);
+                wide.iter_mut().for_each(|n| *n -= cut);
+            }
+        }
+    }
+
+    fn shrink_to_fit(&mut self) {
+        match self {
+            Offsets::Narrow(narrow) => narrow.shrink_to_fit(),
+            Offsets::Wide(wide) => wide.shrink_to_fit(),
+        }
     }
 }
 

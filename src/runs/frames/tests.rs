@@ -228,3 +228,46 @@ fn a_finished_log_holds_nothing_of_the_batches_it_was_given() {
         assert_reads_back(&kept, &run.bytes);
     }
 }
+
+/// A row past what two-byte offsets hold (deltas past 64 KiB, timestamps past 65 s after its
+/// first) widens them and reads back as written, trimmed or not.
+#[test]
+fn a_long_row_widens_its_offsets_and_reads_back() {
+    let prefix = crate::protocol::event_id_prefix("run-1");
+    let frames: Vec<Frame> = (0..300u32)
+        .map(|i| {
+            Frame::Content(crate::protocol::Fragment {
+                kind: crate::protocol::ContentKind::Text,
+                id: "m1".into(),
+                delta: format!("{i:04}:").repeat(50),
+                timestamp: Some(1_764_547_200_000 + i64::from(i) * 300),
+            })
+        })
+        .collect();
+    let bytes: Vec<Bytes> = (1..)
+        .zip(&frames)
+        .map(|(seq, frame)| {
+            let mut out = Vec::new();
+            frame.write(
+                Some(EventId {
+                    prefix: &prefix,
+                    seq,
+                }),
+                &mut out,
+            );
+            Bytes::from(out)
+        })
+        .collect();
+    for bounds in [(usize::MAX, usize::MAX), (120, usize::MAX)] {
+        let mut kept = new_frames();
+        append_in_batches(&mut kept, &frames, bounds, |_| {});
+        let Kept::Row(row) = &kept.entries.back().unwrap().kept else {
+            panic!("a row");
+        };
+        assert!(matches!(row.stamps, Offsets::Wide(_)), "{bounds:?}");
+        if bounds.0 == usize::MAX {
+            assert!(matches!(row.ends, Offsets::Wide(_)));
+        }
+        assert_reads_back(&kept, &bytes);
+    }
+}

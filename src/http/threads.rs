@@ -12,7 +12,8 @@ use super::{ApiError, AppState, Code};
 use crate::protocol::Interrupt;
 use crate::threads::{StoreError, ThreadKey, Threads};
 
-/// `GET /{agent}/threads/{threadId}`: the stored conversation, state and open interrupts.
+/// `GET /{agent}/threads/{threadId}`: the stored conversation, state and open interrupts, and
+/// the runs of its current branch (each with the `parentRunId` it named).
 pub(super) async fn get_thread(
     State(state): State<AppState>,
     NamedAgent(agent): NamedAgent,
@@ -33,6 +34,7 @@ pub(super) async fn get_thread(
         "state": record.state,
         "interrupts": interrupts,
         "lastRunId": record.last_run_id,
+        "runs": record.lineage.runs,
         "createdAt": record.created_at,
         "updatedAt": record.updated_at,
     }))

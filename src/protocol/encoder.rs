@@ -73,6 +73,8 @@ pub struct RunEncoder {
     version: ProtocolVersion,
     thread_id: String,
     run_id: String,
+    /// The run the request names as its parent, echoed in `RUN_STARTED`.
+    parent_run_id: Option<String>,
     phase: Phase,
     /// Entities opened and not yet closed, in opening order (closed in that order at the end).
     open_texts: Vec<String>,
@@ -99,6 +101,7 @@ impl RunEncoder {
             version,
             thread_id,
             run_id,
+            parent_run_id: None,
             phase: Phase::NotStarted,
             open_texts: Vec::new(),
             open_tool_calls: Vec::new(),
@@ -121,6 +124,14 @@ impl RunEncoder {
         if !self.run_id.contains(['\r', '\n', '\0']) {
             self.id_prefix = Some(Arc::from(event_id_prefix(&self.run_id)));
         }
+        self
+    }
+
+    /// Echoes the request's `parentRunId` in `RUN_STARTED`, so a client sees which run this one
+    /// continues (a branch, a regenerated answer).
+    #[must_use]
+    pub fn with_parent_run_id(mut self, parent_run_id: Option<String>) -> Self {
+        self.parent_run_id = parent_run_id;
         self
     }
 
@@ -153,12 +164,13 @@ impl RunEncoder {
             ProtocolVersion::V1 => Some(ProtocolVersion::CURRENT.to_owned()),
             ProtocolVersion::Legacy => None,
         };
+        let parent_run_id = self.parent_run_id.take();
         self.write(
             EventBody::RunStarted(RunStarted {
                 thread_id: self.thread_id.clone(),
                 run_id: self.run_id.clone(),
                 protocol_version,
-                parent_run_id: None,
+                parent_run_id,
                 input: None,
             }),
             out,

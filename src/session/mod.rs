@@ -138,7 +138,8 @@ impl Sessions {
             request.version,
             request.thread_id.clone(),
             request.run_id.clone(),
-        );
+        )
+        .with_parent_run_id(request.parent_run_id.clone());
         if log.is_some() {
             encoder = encoder.with_event_ids();
         }

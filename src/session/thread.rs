@@ -16,7 +16,7 @@ use crate::agent::{AgentStream, AgentUpdate, ClaimError, DecisionClaims, RunRequ
 use crate::protocol::{EventBody, MessagesSnapshot};
 use crate::threads::{
     verify, AgentTools, ConcurrentRunPolicy, DecisionKey, HistoryPolicy, Lease, LeaseError,
-    StoreError, ThreadKey, ThreadRecord, ThreadRecorder, Threads,
+    RecordedRun, StoreError, ThreadKey, ThreadRecord, ThreadRecorder, Threads,
 };
 
 /// What the request does on its thread.
@@ -75,10 +75,14 @@ pub(super) async fn prepare(
         threads: Arc::clone(threads),
         thread: key.clone(),
     }));
-    let recorder = ThreadRecorder::new(
-        previous.as_ref(),
+    let run = RecordedRun {
         agent,
-        &request.run_id,
+        run_id: &request.run_id,
+        parent_run_id: request.parent_run_id.as_deref(),
+    };
+    let recorder = ThreadRecorder::new(
+        previous,
+        run,
         request.messages.clone(),
         request.state.clone(),
     );
@@ -103,8 +107,9 @@ async fn take_lease(threads: &Threads, key: &ThreadKey) -> Result<Lease, Refused
         })
 }
 
-/// Checks (and repairs) the client's history against the thread's record: a server tool result
-/// the server did not produce, or one it changed, is a 422. The results the record vouches for
+/// Checks (and repairs) the client's history against the thread's record (the branch the
+/// request's `parentRunId` names, when the thread kept that run): a server tool result the
+/// server did not produce, or one it changed, is a 422. The results the record vouches for
 /// go on the request. A thread the server has no record of (new, deleted, expired) vouches for
 /// nothing, so any server tool result in its history is refused.
 fn verify_history(
@@ -146,7 +151,20 @@ fn verify_history(
         let resuming = !request.resume.is_empty();
         return verify::check_unrecorded(&request.messages, expect, resuming).map_err(refuse);
     };
-    let recorded = verify::reconcile(record, &mut request.messages, expect).map_err(refuse)?;
+    // A request naming a kept run as its parent is checked against the conversation after that
+    // run: the branch it continues, which may not be the current one.
+    let against = request
+        .parent_run_id
+        .as_deref()
+        .and_then(|parent| record.lineage.conversation_after(&record.messages, parent))
+        .map_or_else(
+            || verify::Recorded::current(record),
+            |messages| verify::Recorded {
+                messages,
+                server_results: &record.server_results,
+            },
+        );
+    let recorded = verify::reconcile(against, &mut request.messages, expect).map_err(refuse)?;
     // The approval gate counts these as carried out, whatever else the history shows.
     request.recorded_results = recorded;
     Ok(())

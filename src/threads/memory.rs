@@ -270,6 +270,7 @@ mod tests {
             last_run_id: run.into(),
             created_at: 1,
             updated_at: 2,
+            lineage: Default::default(),
         }
     }
 

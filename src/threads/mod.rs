@@ -1,13 +1,14 @@
 //! Threads the server remembers: the [`ThreadStore`] trait and its `memory` and `redis`
-//! backends, the per-thread run lease, the ledger of carried-out approval decisions, the recorder that turns a run's events into the
-//! conversation the client holds afterwards, and the check of a client's history against that
-//! record. A thread is keyed by (scope, agent, threadId): the scope is who is asking, so a
+//! backends, the per-thread run lease, the ledger of carried-out approval decisions, the recorder
+//! that turns a run's events into the conversation the client holds afterwards, the runs and
+//! branches a thread keeps (`lineage`), and the check of a client's history against that record. A thread is keyed by (scope, agent, threadId): the scope is who is asking, so a
 //! thread id is never an authorization token, and a thread of another scope looks exactly like
 //! a missing one. Uses `protocol` only (its policies are its own types, built at assembly);
 //! the session drives it.
 
 mod lease;
 pub mod ledger;
+pub mod lineage;
 mod memory;
 pub mod recorder;
 pub mod redis;
@@ -26,8 +27,9 @@ use crate::protocol::{Interrupt, Message};
 
 pub use lease::{Lease, LeaseError, Leases, SharedLeases};
 pub use ledger::{DecisionKey, DecisionLedger, MemoryLedger, RedisLedger};
+pub use lineage::{Lineage, RunMark};
 pub use memory::MemoryStore;
-pub use recorder::ThreadRecorder;
+pub use recorder::{RecordedRun, ThreadRecorder};
 pub use redis::{RedisLeases, RedisStore};
 
 /// How a client's history is treated on a thread the server knows.
@@ -89,6 +91,10 @@ pub struct ThreadRecord {
     /// Milliseconds since the Unix epoch.
     pub created_at: i64,
     pub updated_at: i64,
+    /// The runs kept and the branches forks left (see [`lineage`]); empty in a record saved
+    /// before runs were kept.
+    #[serde(default, skip_serializing_if = "Lineage::is_empty")]
+    pub lineage: Lineage,
 }
 
 /// Why the store could not answer.

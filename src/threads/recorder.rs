@@ -7,7 +7,7 @@ use std::collections::BTreeSet;
 
 use serde_json::Value;
 
-use super::ThreadRecord;
+use super::{Lineage, RunMark, ThreadRecord};
 use crate::protocol::{
     now_millis, AssistantMessage, Content, EventBody, Interrupt, Message, TextRole, ToolCall,
     ToolMessage, UserMessage,
@@ -23,28 +23,56 @@ pub struct ThreadRecorder {
     state: Option<Value>,
     interrupts: Vec<Interrupt>,
     server_results: BTreeSet<String>,
+    /// The thread's runs and branches with this run on its branch (its message count set at
+    /// the end).
+    lineage: Lineage,
+}
+
+/// Which run a recorder follows: its id and the run it names as its parent.
+#[derive(Debug, Clone, Copy)]
+pub struct RecordedRun<'a> {
+    pub agent: &'a str,
+    pub run_id: &'a str,
+    pub parent_run_id: Option<&'a str>,
 }
 
 impl ThreadRecorder {
-    /// Starts from the request: its history and state, and what the previous record knew of
-    /// the results the server produced.
+    /// Starts from the request: its history and state, what the previous record knew of the
+    /// results the server produced, and its runs and branches, with this run placed on the
+    /// branch its history continues (`lineage`; the history decides it, the run only adds to
+    /// it).
     pub fn new(
-        previous: Option<&ThreadRecord>,
-        agent: &str,
-        run_id: &str,
+        previous: Option<ThreadRecord>,
+        run: RecordedRun<'_>,
         messages: Vec<Message>,
         state: Option<Value>,
     ) -> ThreadRecorder {
+        let mark = RunMark {
+            run_id: run.run_id.to_owned(),
+            parent_run_id: run.parent_run_id.map(str::to_owned),
+            messages: 0,
+        };
+        let (created_at, server_results, lineage) = match previous {
+            Some(record) => (
+                record.created_at,
+                record.server_results,
+                record.lineage.after_run(record.messages, mark, &messages),
+            ),
+            None => (
+                now_millis(),
+                BTreeSet::new(),
+                Lineage::default().after_run(Vec::new(), mark, &messages),
+            ),
+        };
         ThreadRecorder {
-            agent: agent.to_owned(),
-            run_id: run_id.to_owned(),
-            created_at: previous.map_or_else(now_millis, |record| record.created_at),
-            server_results: previous
-                .map(|record| record.server_results.clone())
-                .unwrap_or_default(),
+            agent: run.agent.to_owned(),
+            run_id: run.run_id.to_owned(),
+            created_at,
+            server_results,
             messages,
             state,
             interrupts: Vec::new(),
+            lineage,
         }
     }
 
@@ -138,7 +166,10 @@ impl ThreadRecorder {
     }
 
     /// The record to save.
-    pub fn finish(self) -> ThreadRecord {
+    pub fn finish(mut self) -> ThreadRecord {
+        if let Some(run) = self.lineage.runs.last_mut() {
+            run.messages = self.messages.len();
+        }
         ThreadRecord {
             agent: self.agent,
             messages: self.messages,
@@ -148,6 +179,7 @@ impl ThreadRecorder {
             last_run_id: self.run_id,
             created_at: self.created_at,
             updated_at: now_millis(),
+            lineage: self.lineage,
         }
     }
 
@@ -222,8 +254,13 @@ mod tests {
     fn a_run_with_a_server_tool_and_a_reply_is_recorded_as_the_client_holds_it() {
         let user: Message =
             serde_json::from_value(json!({"role": "user", "id": "u1", "content": "hi"})).unwrap();
+        let run = RecordedRun {
+            agent: "a",
+            run_id: "r1",
+            parent_run_id: None,
+        };
         let mut recorder =
-            ThreadRecorder::new(None, "a", "r1", vec![user.clone()], Some(json!({"n": 1})));
+            ThreadRecorder::new(None, run, vec![user.clone()], Some(json!({"n": 1})));
         for value in [
             json!({"type": "TOOL_CALL_START", "toolCallId": "c1", "toolCallName": "w", "parentMessageId": "m1"}),
             json!({"type": "TOOL_CALL_ARGS", "toolCallId": "c1", "delta": "{\"a\":"}),

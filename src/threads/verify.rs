@@ -150,6 +150,25 @@ fn is_approval_answer(text: &str) -> bool {
             .all(|key| matches!(key.as_str(), "approved" | "accepted" | "editedArgs"))
 }
 
+/// What a history is checked against: a conversation the server recorded (the thread's current
+/// one, or the one after the run a request names as its parent) and the tool calls whose
+/// results the server produced.
+#[derive(Debug, Clone, Copy)]
+pub struct Recorded<'a> {
+    pub messages: &'a [Message],
+    pub server_results: &'a BTreeSet<String>,
+}
+
+impl<'a> Recorded<'a> {
+    /// The thread's current conversation.
+    pub fn current(record: &'a ThreadRecord) -> Self {
+        Recorded {
+            messages: &record.messages,
+            server_results: &record.server_results,
+        }
+    }
+}
+
 /// Checks `messages` against `record` and restores dropped server results. Returns the calls
 /// whose recorded result `messages` now holds (declines aside, which are not put back): the
 /// server answered them in an earlier run, so a decision about one was already acted on.
@@ -157,7 +176,7 @@ fn is_approval_answer(text: &str) -> bool {
 /// # Errors
 /// The first result that was changed or forged.
 pub fn reconcile(
-    record: &ThreadRecord,
+    record: Recorded<'_>,
     messages: &mut Vec<Message>,
     expect: Expectations<'_>,
 ) -> Result<BTreeSet<String>, HistoryMismatch> {
@@ -268,6 +287,7 @@ mod tests {
             last_run_id: "r".into(),
             created_at: 0,
             updated_at: 0,
+            lineage: Default::default(),
         }
     }
 
@@ -306,7 +326,7 @@ mod tests {
         client_tools_win: bool,
     ) -> Result<(), HistoryMismatch> {
         with_expectations(client_tools, client_tools_win, |expect| {
-            reconcile(&record(), history, expect).map(|_| ())
+            reconcile(Recorded::current(&record()), history, expect).map(|_| ())
         })
     }
 

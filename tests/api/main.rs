@@ -52,6 +52,7 @@ mod demo_chat_variants;
 mod disconnect;
 mod discovery;
 mod examples;
+mod forks;
 mod health;
 mod history;
 mod hostile_input;

@@ -1,7 +1,8 @@
 // The example's one origin: the CopilotKit runtime under /api/copilotkit and the built page
 // (dist/) everywhere else, so the browser needs no CORS. The runtime reaches its agent on
 // agui-host through an AG-UI HttpAgent, server side, and picks a thread up again from
-// agui-host's thread store when the page reconnects to it (AguiHostThreadRunner below).
+// agui-host's thread store when the page reconnects to it (AguiHostThreadRunner below, built
+// with the helpers in clients/agui-host).
 //
 //   AGUI_HOST_URL   agui-host's base URL (default http://127.0.0.1:8080)
 //   AGUI_AGENT      the agui-host route of the agent (default recipe)
@@ -16,10 +17,13 @@ import { fileURLToPath } from "node:url";
 // (Set before the runtime is imported, hence the dynamic imports below.)
 process.env.COPILOTKIT_TELEMETRY_DISABLED ??= "true";
 
-const { EventType, HttpAgent } = await import("@ag-ui/client");
+const { HttpAgent } = await import("@ag-ui/client");
 const { CopilotRuntime, InMemoryAgentRunner } = await import("@copilotkit/runtime/v2");
 const { defer, switchMap } = await import("rxjs");
 const { createCopilotNodeListener } = await import("@copilotkit/runtime/v2/node");
+// The repository's client helpers for agui-host's threads (clients/agui-host); an app outside
+// this repository installs them with `npm install <path to clients/agui-host>`.
+const { withAguiHostConnect } = await import("../../clients/agui-host/index.mjs");
 
 const HERE = path.dirname(fileURLToPath(import.meta.url));
 const DIST = path.join(HERE, "dist");
@@ -33,33 +37,15 @@ const agentRoute = process.env.AGUI_AGENT || "recipe";
  * a thread id asks the runtime to `connect`, and the default runner replays only the runs of
  * this very process: a restart (or another replica) would show an empty chat. agui-host keeps
  * every thread (docs/threads.md), so unless a run on the thread is streaming here (then the
- * page joins it, as by default), the thread is read from agui-host.
+ * page joins it, as by default), agui-host's connect stream answers: the thread, then the rest
+ * of its run if one is still streaming there. The page's forwarded headers go along: agui-host
+ * scopes threads by who asks.
  */
-class AguiHostThreadRunner extends InMemoryAgentRunner {
-  connect(request) {
-    return defer(() => this.isRunning(request)).pipe(
-      switchMap((running) => (running ? super.connect(request) : storedThread(request))),
-    );
-  }
-}
-
-/**
- * The thread as agui-host stores it, as the events of agui-host's own hydrate (a `messages: []`
- * run on a known thread). Read with `GET /<agent>/threads/<id>` rather than that run, since the
- * run would call the model on a thread agui-host does not know. Nothing for a new or expired
- * thread. The page's forwarded headers go along: agui-host scopes threads by who asks.
- */
-async function* storedThread({ threadId, headers }) {
-  const url = `${aguiHost}/${agentRoute}/threads/${encodeURIComponent(threadId)}`;
-  const response = await fetch(url, { headers });
-  if (response.status === 404) return;
-  if (!response.ok) throw new Error(`agui-host answered ${response.status} to GET ${url}`);
-  const { messages, state, lastRunId: runId } = await response.json();
-  yield { type: EventType.RUN_STARTED, threadId, runId };
-  yield { type: EventType.MESSAGES_SNAPSHOT, messages };
-  yield { type: EventType.STATE_SNAPSHOT, snapshot: state };
-  yield { type: EventType.RUN_FINISHED, threadId, runId };
-}
+const AguiHostThreadRunner = withAguiHostConnect(
+  InMemoryAgentRunner,
+  { defer, switchMap },
+  { aguiHost, agentRoute },
+);
 
 const runtime = new CopilotRuntime({
   // The page names this agent "recipe"; the runtime clones it for every run.

@@ -225,6 +225,10 @@ impl From<Refused> for ApiError {
                 ApiError::new(code, mismatch.to_string())
             }
             Refused::Agent(error) => ApiError::from(error),
+            Refused::ThreadNotFound => ApiError::new(
+                Code::ThreadNotFound,
+                "no such thread: it is unknown, expired, or not yours",
+            ),
             Refused::RunNotFound => ApiError::new(
                 Code::RunNotFound,
                 "no such run: it is unknown, expired, or not yours",

@@ -92,6 +92,10 @@ pub fn router(state: AppState, settings: &Settings) -> Result<Router, SettingsEr
             "/{agent}/threads/{thread_id}",
             get(threads::get_thread).delete(threads::delete_thread),
         )
+        .route(
+            "/{agent}/threads/{thread_id}/connect",
+            get(threads::connect_thread),
+        )
         .route("/{agent}/runs/{run_id}/events", get(runs::run_events))
         .route("/{agent}/runs/{run_id}/stop", post(runs::stop_run))
         .route("/health", get(ops::health))

@@ -1,15 +1,18 @@
 //! `GET` and `DELETE /{agent}/threads/{threadId}`: a stored thread as the caller's scope may
-//! see it. What a run does on its thread is the session's (`crate::session`).
+//! see it; `GET /{agent}/threads/{threadId}/connect`: the thread, then its live run. What a run
+//! does on its thread is the session's (`crate::session`).
 
-use axum::extract::{Path, State};
+use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
+use serde::Deserialize;
 use serde_json::json;
 
 use super::extract::{NamedAgent, Scopes};
+use super::run::sse_response;
 use super::{ApiError, AppState, Code};
-use crate::protocol::Interrupt;
+use crate::protocol::{Interrupt, ProtocolVersion};
 use crate::threads::{StoreError, ThreadKey, Threads};
 
 /// `GET /{agent}/threads/{threadId}`: the stored conversation, state and open interrupts, and
@@ -39,6 +42,32 @@ pub(super) async fn get_thread(
         "updatedAt": record.updated_at,
     }))
     .into_response())
+}
+
+/// `?protocolVersion=` of a connect: the shapes of the frames it makes (absent: a 0.x client,
+/// as for a run).
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(super) struct ConnectParams {
+    protocol_version: Option<String>,
+}
+
+/// `GET /{agent}/threads/{threadId}/connect`: the thread, then its live run if one is running,
+/// as one SSE stream (`crate::session` says how).
+pub(super) async fn connect_thread(
+    State(state): State<AppState>,
+    NamedAgent(agent): NamedAgent,
+    Path((_, thread_id)): Path<(String, String)>,
+    Query(params): Query<ConnectParams>,
+    scopes: Scopes,
+) -> Result<Response, ApiError> {
+    let (_, key) = thread_key(&state, agent, thread_id, scopes)?;
+    let version = ProtocolVersion::from_request(params.protocol_version.as_deref());
+    let body = state
+        .sessions
+        .connect((&key.agent, &key.thread_id), Some(&key.scope), version)
+        .await?;
+    Ok(sse_response(body))
 }
 
 /// `DELETE /{agent}/threads/{threadId}`: forgets the thread (204), or 404.

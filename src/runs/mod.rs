@@ -14,7 +14,7 @@ pub mod redis;
 mod store;
 
 use std::collections::{HashMap, VecDeque};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -24,7 +24,10 @@ use tokio_util::sync::CancellationToken;
 
 pub use follow::{Follower, Next};
 pub use readers::{ReaderRefusal, ReaderSlot, ReaderSlots};
-pub use store::{KeptRun, LogError, LogReader, MemoryRunLogs, RunLogStore, RunRef, RunWriter};
+pub use store::{
+    KeptRun, LogError, LogReader, MemoryRunLogs, OnThread, RunLogStore, RunRef, RunWriter,
+    ThreadRef,
+};
 
 /// The bounds of the log (`[runs]`, built at assembly).
 #[derive(Debug, Clone, Copy)]
@@ -53,6 +56,9 @@ struct Index {
     order: VecDeque<String>,
     /// When expired runs were last dropped and the bytes of all runs last counted.
     last_sweep: Option<Instant>,
+    /// The latest run on each thread it was told of, by [`thread_key`]: what a client
+    /// connecting to the thread joins. Weak, so a run forgotten by the index is gone here too.
+    by_thread: HashMap<String, Weak<RunLog>>,
 }
 
 /// How often the index is walked to drop expired runs and count bytes: walking it on every
@@ -148,6 +154,33 @@ impl RunLogs {
         visible.then(|| Arc::clone(log))
     }
 
+    /// Notes that `log` runs on thread `thread_id` (of its agent and scope), with `context`: what
+    /// a client connecting to the thread needs of the run besides its frames (the session's).
+    pub fn on_thread(&self, log: &Arc<RunLog>, thread_id: &str, context: Bytes) {
+        lock(&log.frames).context = Some(context);
+        let key = thread_key(thread_id, &log.agent, &log.scope);
+        lock(&self.runs).by_thread.insert(key, Arc::downgrade(log));
+    }
+
+    /// The latest run this process was told of on thread `thread_id` of `agent` in `scope`, if
+    /// it is still kept, and its context.
+    pub fn latest_on_thread(
+        &self,
+        thread_id: &str,
+        agent: &str,
+        scope: &str,
+    ) -> Option<(Arc<RunLog>, Bytes)> {
+        let log = lock(&self.runs)
+            .by_thread
+            .get(&thread_key(thread_id, agent, scope))?
+            .upgrade()?;
+        if log.expired(Instant::now(), self.limits.ttl) {
+            return None;
+        }
+        let context = lock(&log.frames).context.clone()?;
+        Some((log, context))
+    }
+
     /// How many runs are kept (expired ones until the next sweep).
     pub fn len(&self) -> usize {
         lock(&self.runs).runs.len()
@@ -183,10 +216,12 @@ impl RunLogs {
             runs,
             order,
             last_sweep,
+            by_thread,
         } = index;
         *last_sweep = Some(now);
         runs.retain(|_, log| !log.expired(now, self.limits.ttl));
         order.retain(|id| runs.contains_key(id));
+        by_thread.retain(|_, log| log.strong_count() > 0);
         let mut bytes: usize = runs.values().map(|log| log.bytes()).sum();
         while bytes > self.limits.max_bytes {
             let Some(log) = order.pop_front().and_then(|oldest| runs.remove(&oldest)) else {
@@ -219,6 +254,11 @@ fn run_key(run_id: &str, agent: &str, scope: &str) -> String {
     crate::text::key_digest(&[scope, agent, run_id])
 }
 
+/// The key of a thread in [`Index::by_thread`].
+fn thread_key(thread_id: &str, agent: &str, scope: &str) -> String {
+    crate::text::key_digest(&[scope, agent, thread_id])
+}
+
 /// One run's frames, its live state and its stop handle.
 #[derive(Debug)]
 pub struct RunLog {
@@ -243,6 +283,8 @@ struct Kept {
     ended_at: Option<Instant>,
     /// The driver went away without a terminal event (a cancelled task).
     broken: bool,
+    /// What a client connecting to the run's thread needs of it (see [`RunLogs::on_thread`]).
+    context: Option<Bytes>,
 }
 
 impl RunLog {
@@ -262,6 +304,7 @@ impl RunLog {
                 frames: Frames::new(crate::protocol::event_id_prefix(run_id)),
                 ended_at: None,
                 broken: false,
+                context: None,
             }),
             head: watch::channel(0).0,
             readers: ReaderCount::default(),
@@ -271,6 +314,14 @@ impl RunLog {
 
     pub fn run_id(&self) -> &str {
         &self.run_id
+    }
+
+    pub fn agent(&self) -> &str {
+        &self.agent
+    }
+
+    pub fn scope(&self) -> &str {
+        &self.scope
     }
 
     /// The token that stops the run.

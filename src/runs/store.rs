@@ -7,6 +7,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use bytes::Bytes;
 use futures_util::future::{BoxFuture, FutureExt};
 use tokio_util::sync::CancellationToken;
 
@@ -20,6 +21,30 @@ pub struct RunRef<'a> {
     pub scope: &'a str,
     pub agent: &'a str,
     pub run_id: &'a str,
+}
+
+/// Which thread: a thread id is the client's choice, kept apart by scope and agent like a run.
+#[derive(Debug, Clone, Copy)]
+pub struct ThreadRef<'a> {
+    pub scope: &'a str,
+    pub agent: &'a str,
+    pub thread_id: &'a str,
+}
+
+/// The latest run on a thread, as a client connecting to the thread finds it: the run, and the
+/// context its session noted (see [`RunWriter::on_thread`]).
+pub struct OnThread {
+    pub run: Box<dyn KeptRun>,
+    pub context: Bytes,
+}
+
+impl std::fmt::Debug for OnThread {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("OnThread")
+            .field("run", &self.run.key())
+            .field("context_bytes", &self.context.len())
+            .finish()
+    }
 }
 
 /// Why a run log could not answer.
@@ -48,6 +73,13 @@ pub trait RunLogStore: Send + Sync + std::fmt::Debug + 'static {
         &'a self,
         run: RunRef<'a>,
     ) -> BoxFuture<'a, Result<Option<Box<dyn KeptRun>>, LogError>>;
+
+    /// The latest kept run on `thread` that its session noted ([`RunWriter::on_thread`]), live
+    /// or ended.
+    fn latest_on_thread<'a>(
+        &'a self,
+        thread: ThreadRef<'a>,
+    ) -> BoxFuture<'a, Result<Option<OnThread>, LogError>>;
 }
 
 /// The writing end of a new run's log. Until [`RunWriter::start`] the run id is only reserved:
@@ -63,6 +95,11 @@ pub trait RunWriter: Send + Sync {
 
     /// Appends one batch of frames (no keep-alives); `terminal`: it holds the last event.
     fn append(&mut self, batch: Batch, terminal: bool) -> BoxFuture<'_, ()>;
+
+    /// Notes that the run runs on thread `thread_id` (of its scope and agent), with `context`,
+    /// what a client connecting to the thread needs of the run besides its frames: the run is
+    /// then the thread's latest ([`RunLogStore::latest_on_thread`]).
+    fn on_thread(&mut self, thread_id: &str, context: Bytes) -> BoxFuture<'_, ()>;
 
     /// Resolves once the run has had no reader, here or anywhere else, for `grace` in a row.
     fn abandoned(&self, grace: Duration) -> BoxFuture<'static, ()>;
@@ -134,6 +171,16 @@ impl MemoryRunLogs {
         }
     }
 
+    /// The latest run on `thread` this process keeps.
+    pub(super) fn latest_here(&self, thread: ThreadRef<'_>) -> Option<OnThread> {
+        self.logs
+            .latest_on_thread(thread.thread_id, thread.agent, thread.scope)
+            .map(|(log, context)| OnThread {
+                run: Box::new(KeptHere(log)),
+                context,
+            })
+    }
+
     /// `run`, if this process keeps it.
     pub(super) fn find_here(&self, run: RunRef<'_>) -> Option<KeptHere> {
         self.logs
@@ -163,6 +210,13 @@ impl RunLogStore for MemoryRunLogs {
             .map(|kept| Box::new(kept) as Box<dyn KeptRun>);
         std::future::ready(Ok(found)).boxed()
     }
+
+    fn latest_on_thread<'a>(
+        &'a self,
+        thread: ThreadRef<'a>,
+    ) -> BoxFuture<'a, Result<Option<OnThread>, LogError>> {
+        std::future::ready(Ok(self.latest_here(thread))).boxed()
+    }
 }
 
 /// A new run's log in this process.
@@ -177,6 +231,10 @@ impl MemoryWriter {
     pub(super) fn append_here(&self, batch: Batch, terminal: bool) {
         self.log.append(batch, terminal);
     }
+
+    pub(super) fn on_thread_here(&self, thread_id: &str, context: Bytes) {
+        self.logs.on_thread(&self.log, thread_id, context);
+    }
 }
 
 impl RunWriter for MemoryWriter {
@@ -188,6 +246,11 @@ impl RunWriter for MemoryWriter {
 
     fn append(&mut self, batch: Batch, terminal: bool) -> BoxFuture<'_, ()> {
         self.append_here(batch, terminal);
+        std::future::ready(()).boxed()
+    }
+
+    fn on_thread(&mut self, thread_id: &str, context: Bytes) -> BoxFuture<'_, ()> {
+        self.on_thread_here(thread_id, context);
         std::future::ready(()).boxed()
     }
 

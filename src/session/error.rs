@@ -33,6 +33,10 @@ pub enum Refused {
     /// The agent refused the request as sent.
     #[error(transparent)]
     Agent(#[from] AgentError),
+    /// No such thread for this caller and agent (and no run streams on it), or no threads are
+    /// kept.
+    #[error("no such thread")]
+    ThreadNotFound,
     /// No such run for this caller and agent (or it expired, or runs are not logged).
     #[error("no such run")]
     RunNotFound,

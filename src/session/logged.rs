@@ -21,7 +21,8 @@ use super::sink::{self, FrameSink, Room};
 use super::{Refused, RunBody};
 use crate::protocol::{write_frame, Batch, Event, EventBody, RunError, KEEP_ALIVE_FRAME};
 use crate::runs::{
-    LogError, LogReader, Next, ReaderSlot, ReaderSlots, RunLogStore, RunRef, RunWriter,
+    KeptRun, LogError, LogReader, Next, OnThread, ReaderSlot, ReaderSlots, RunLogStore, RunRef,
+    RunWriter, ThreadRef,
 };
 use serde::Deserialize;
 
@@ -115,9 +116,17 @@ pub fn lost_frame(run_id: &str, seq: u64) -> Bytes {
 pub(super) struct LoggedRun {
     writer: Box<dyn RunWriter>,
     stop: tokio_util::sync::CancellationToken,
+    /// The run's thread and its context for connecting clients, noted once the run is driven.
+    thread: Option<(String, Bytes)>,
 }
 
 impl LoggedRun {
+    /// The run is on a thread, with `context` (its id and what a connecting client needs).
+    pub(super) fn on_thread(mut self, context: Option<(String, Bytes)>) -> Self {
+        self.thread = context;
+        self
+    }
+
     /// The token that stops the run.
     pub(super) fn stop_token(&self) -> tokio_util::sync::CancellationToken {
         self.stop.clone()
@@ -147,7 +156,11 @@ pub(super) async fn open(
         .open(run, stop.clone())
         .await
         .map_err(log_error)?;
-    Ok(LoggedRun { writer, stop })
+    Ok(LoggedRun {
+        writer,
+        stop,
+        thread: None,
+    })
 }
 
 fn log_error(error: LogError) -> Refused {
@@ -176,11 +189,15 @@ pub(super) fn drive(
     } else {
         Duration::ZERO
     };
-    let LoggedRun { mut writer, stop } = run;
+    let LoggedRun {
+        mut writer,
+        stop,
+        thread,
+    } = run;
     // Attached before the driver starts, so the run never looks abandoned at its start.
     let first_reader = writer.start();
     let tasks = pump.tasks().clone();
-    tasks.spawn(drive_run(writer, stop, pump, grace).instrument(span));
+    tasks.spawn(drive_run(writer, stop, pump, (grace, thread)).instrument(span));
     match first_reader {
         Ok(reader) => reader_body(reader, None, keep_alive),
         // A new log starts at 0; should that ever change, fail the connection, not the run.
@@ -219,11 +236,14 @@ impl FrameSink for LogSink {
 /// else, for `grace`: the stop reaches the pump as a stop request, which ends the run with its
 /// terminal event, so the drive goes on until then (one task, no watchdog of its own).
 async fn drive_run(
-    writer: Box<dyn RunWriter>,
+    mut writer: Box<dyn RunWriter>,
     stop: tokio_util::sync::CancellationToken,
     pump: Pump,
-    grace: Duration,
+    (grace, thread): (Duration, Option<(String, Bytes)>),
 ) {
+    if let Some((thread_id, context)) = thread {
+        writer.on_thread(&thread_id, context).await;
+    }
     let abandoned = writer.abandoned(grace);
     let drive = sink::drive(pump, LogSink { writer });
     tokio::pin!(drive);
@@ -283,6 +303,29 @@ pub(super) async fn reconnect(
 ) -> Result<RunBody, Refused> {
     let found = resumable.logs.find(run).await.map_err(log_error)?;
     let found = found.ok_or(Refused::RunNotFound)?;
+    follow(resumable, found, cursor, keep_alive).await
+}
+
+/// The thread's latest logged run, and its context (see `super::connect`).
+pub(super) async fn latest_on_thread(
+    resumable: &Resumable,
+    thread: ThreadRef<'_>,
+) -> Result<Option<OnThread>, Refused> {
+    resumable
+        .logs
+        .latest_on_thread(thread)
+        .await
+        .map_err(log_error)
+}
+
+/// The frames of `found` after `cursor`, then the live run, as a reconnect reads them (under
+/// the same reader caps).
+pub(super) async fn follow(
+    resumable: &Resumable,
+    found: Box<dyn KeptRun>,
+    cursor: u64,
+    keep_alive: Duration,
+) -> Result<RunBody, Refused> {
     let slot = resumable
         .readers
         .acquire(&found.key())

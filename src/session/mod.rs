@@ -12,6 +12,7 @@
 //! bounded outbox, and dropping the response ends the run. With one, a task drives it into its
 //! log and responses read the log, so a client can reconnect.
 
+mod connect;
 mod error;
 mod limits;
 mod logged;
@@ -264,13 +265,19 @@ impl Session {
             .holding(slot)
             .observed_by(Box::new(observe::SpanOutcome(span.clone())))
             .observed_by(observer);
-        if let Some(thread) = thread {
+        let mut context = None;
+        if let Some(mut thread) = thread {
+            context = thread.take_context();
             pump = pump.observed_by(thread);
         }
         match (log, sessions.runs.as_deref()) {
-            (Some(log), Some(runs)) => {
-                logged::drive(runs, log, pump, span, (continues, sessions.keep_alive))
-            }
+            (Some(log), Some(runs)) => logged::drive(
+                runs,
+                log.on_thread(context),
+                pump,
+                span,
+                (continues, sessions.keep_alive),
+            ),
             _ => outbox::spawn(pump, span, sessions.stream_buffer),
         }
     }

@@ -17,7 +17,9 @@ use crate::agent::testing::{request, ScriptedAgent};
 use crate::agent::{Agent, AgentError, AgentStream, AgentUpdate, RunRequest};
 use crate::protocol::Batch;
 use crate::protocol::EventBody;
-use crate::runs::{KeptRun, LogError, LogReader, Next, RunLogStore, RunRef, RunWriter};
+use crate::runs::{
+    KeptRun, LogError, LogReader, Next, OnThread, RunLogStore, RunRef, RunWriter, ThreadRef,
+};
 use crate::threads::{
     ConcurrentRunPolicy, DecisionKey, DecisionLedger, HistoryPolicy, Lease, LeaseError, Leases,
     SharedLeases, StoreError, ThreadBackends, ThreadKey, ThreadPolicies, ThreadRecord, ThreadStore,
@@ -124,6 +126,8 @@ struct VecLogs {
 #[derive(Debug, Default)]
 struct VecLog {
     batches: Mutex<Vec<(Bytes, bool)>>,
+    /// The threads the run was noted on.
+    threads: Mutex<Vec<String>>,
     appended: watch::Sender<usize>,
     discarded: Mutex<bool>,
 }
@@ -143,6 +147,13 @@ impl RunLogStore for VecLogs {
         &'a self,
         _run: RunRef<'a>,
     ) -> BoxFuture<'a, Result<Option<Box<dyn KeptRun>>, LogError>> {
+        std::future::ready(Ok(None)).boxed()
+    }
+
+    fn latest_on_thread<'a>(
+        &'a self,
+        _thread: ThreadRef<'a>,
+    ) -> BoxFuture<'a, Result<Option<OnThread>, LogError>> {
         std::future::ready(Ok(None)).boxed()
     }
 }
@@ -166,6 +177,11 @@ impl RunWriter for VecWriter {
             .unwrap()
             .push((batch.to_bytes(), terminal));
         self.0.appended.send_modify(|n| *n += 1);
+        std::future::ready(()).boxed()
+    }
+
+    fn on_thread(&mut self, thread_id: &str, _context: Bytes) -> BoxFuture<'_, ()> {
+        self.0.threads.lock().unwrap().push(thread_id.to_owned());
         std::future::ready(()).boxed()
     }
 
@@ -375,6 +391,11 @@ async fn a_logged_run_writes_every_batch_to_its_log_store_and_answers_from_it() 
     assert!(logged.starts_with("id: r:1\n"), "{logged}");
     assert!(logged.contains("RUN_FINISHED"), "{logged}");
     assert!(!*logs.run.discarded.lock().unwrap());
+    assert_eq!(
+        *logs.run.threads.lock().unwrap(),
+        ["t"],
+        "the log is told which thread the run is on, for clients connecting to it"
+    );
 }
 
 #[tokio::test]

@@ -35,6 +35,9 @@ pub(super) struct ThreadRun {
     threads: Arc<Threads>,
     lease: Lease,
     recorder: ThreadRecorder,
+    /// What a client connecting to the thread needs of this run (`super::connect`), until the
+    /// run's log takes it.
+    context: Option<bytes::Bytes>,
 }
 
 /// Prepares `request` on its thread: hydrate, or take the lease, load the record and check
@@ -75,6 +78,12 @@ pub(super) async fn prepare(
         threads: Arc::clone(threads),
         thread: key.clone(),
     }));
+    let context = super::connect::Context::of(
+        &request.run_id,
+        previous.as_ref(),
+        &request.messages,
+        request.state.as_ref(),
+    );
     let run = RecordedRun {
         agent,
         run_id: &request.run_id,
@@ -90,6 +99,7 @@ pub(super) async fn prepare(
         threads: Arc::clone(threads),
         lease,
         recorder,
+        context: Some(context),
     })))
 }
 
@@ -265,6 +275,12 @@ fn claim_error(error: StoreError) -> ClaimError {
 }
 
 impl ThreadRun {
+    /// The thread's id and what a client connecting to it needs of this run, once.
+    pub(super) fn take_context(&mut self) -> Option<(String, bytes::Bytes)> {
+        let context = self.context.take()?;
+        Some((self.lease.key().thread_id.clone(), context))
+    }
+
     /// Cancelled when the run must stop because another took its thread.
     pub(super) fn lost(&self) -> tokio_util::sync::CancellationToken {
         self.lease.lost().clone()

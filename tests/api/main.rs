@@ -45,6 +45,7 @@ mod chat_client;
 mod chat_reconnect;
 mod cli;
 mod client_tools;
+mod connect;
 mod connections;
 mod cors;
 mod demo;

@@ -26,6 +26,8 @@ pub struct RunKeys {
     pub(super) owner: String,
     pub(super) stop: String,
     pub(super) readers: String,
+    /// What a client connecting to the run's thread needs of it (the session's JSON).
+    pub(super) context: String,
 }
 
 impl RunKeys {
@@ -40,9 +42,16 @@ impl RunKeys {
             owner: key("owner"),
             stop: key("stop"),
             readers: key("readers"),
+            context: key("context"),
             digest,
         }
     }
+}
+
+/// The key naming the latest run on thread `thread_id` of `agent` in `scope`.
+pub(super) fn thread_key(thread_id: &str, agent: &str, scope: &str) -> String {
+    let digest = key_digest(&[scope, agent, thread_id]);
+    format!("agui:thread:{{{digest}}}:latest-run")
 }
 
 /// A Stream entry as Redis returns it: its id and its field-value pairs.

@@ -304,6 +304,79 @@ impl SharedRuns {
         }
     }
 
+    /// Notes that the run of `keys` runs on thread `thread`, with `context`: the thread's
+    /// latest run for every replica. Both keys last as long as an ended run's log
+    /// (`runs.log_ttl_secs`), so a run that outlives that is joined live from its own replica
+    /// only, and once it has ended its thread's record holds it.
+    ///
+    /// # Errors
+    /// Redis failed.
+    pub async fn note_thread(
+        &self,
+        keys: &RunKeys,
+        thread: super::ThreadRef<'_>,
+        context: &[u8],
+    ) -> Result<(), LogError> {
+        let ttl = Self::ms(self.inner.limits.log_ttl).max(1);
+        let mut connection = self.inner.connection.clone();
+        redis::pipe()
+            .cmd("SET")
+            .arg(&keys.context)
+            .arg(context)
+            .arg("PX")
+            .arg(ttl)
+            .ignore()
+            .cmd("SET")
+            .arg(keys::thread_key(
+                thread.thread_id,
+                thread.agent,
+                thread.scope,
+            ))
+            .arg(&keys.run_id)
+            .arg("PX")
+            .arg(ttl)
+            .ignore()
+            .query_async::<()>(&mut connection)
+            .await
+            .map_err(backend)
+    }
+
+    /// The latest run on `thread` another replica noted, and its context.
+    ///
+    /// # Errors
+    /// Redis failed.
+    pub async fn latest_on_thread(
+        &self,
+        thread: super::ThreadRef<'_>,
+    ) -> Result<Option<(SharedRun, Bytes)>, LogError> {
+        let mut connection = self.inner.connection.clone();
+        let run_id: Option<String> = redis::cmd("GET")
+            .arg(keys::thread_key(
+                thread.thread_id,
+                thread.agent,
+                thread.scope,
+            ))
+            .query_async(&mut connection)
+            .await
+            .map_err(backend)?;
+        let Some(run_id) = run_id else {
+            return Ok(None);
+        };
+        let keys = RunKeys::new(&run_id, thread.agent, thread.scope);
+        let context: Option<Vec<u8>> = redis::cmd("GET")
+            .arg(&keys.context)
+            .query_async(&mut connection)
+            .await
+            .map_err(backend)?;
+        let Some(context) = context else {
+            return Ok(None);
+        };
+        Ok(self
+            .find(keys)
+            .await?
+            .map(|run| (run, Bytes::from(context))))
+    }
+
     /// The run, if its log is in Redis (with its first and last seq); `None` otherwise.
     ///
     /// # Errors
@@ -487,6 +560,18 @@ impl SharedWriter {
     pub async fn append(&self, frames: Vec<Bytes>, terminal: bool) {
         // Only fails when the appender is gone, which it is not before the sender.
         let _ = self.queue.send((frames, terminal)).await;
+    }
+
+    /// Notes the run's thread for every replica (see [`SharedRuns::note_thread`]).
+    ///
+    /// # Errors
+    /// Redis failed.
+    pub async fn note_thread(
+        &self,
+        thread: super::ThreadRef<'_>,
+        context: &[u8],
+    ) -> Result<(), LogError> {
+        self.runs.note_thread(&self.keys, thread, context).await
     }
 
     /// Gives the run id back, for a run claimed but never started (its request was refused):

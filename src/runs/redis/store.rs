@@ -4,13 +4,16 @@
 
 use std::time::Duration;
 
+use bytes::Bytes;
 use futures_util::future::{BoxFuture, FutureExt};
 use tokio_util::sync::CancellationToken;
 
 use super::{Presence, RunKeys, SharedRun, SharedRuns, SharedWriter};
 use crate::protocol::Batch;
 use crate::runs::store::{MemoryRunLogs, MemoryWriter};
-use crate::runs::{KeptRun, LogError, LogReader, Next, RunLogStore, RunRef, RunWriter};
+use crate::runs::{
+    KeptRun, LogError, LogReader, Next, OnThread, RunLogStore, RunRef, RunWriter, ThreadRef,
+};
 
 /// How often a run with no reader here asks whether a reader elsewhere is still attached.
 const PRESENCE_POLL: Duration = Duration::from_secs(1);
@@ -51,6 +54,27 @@ impl RunLogStore for RedisRunLogs {
                     Err(error)
                 }
             }
+        }
+        .boxed()
+    }
+
+    /// This process's latest run on the thread first; else the one Redis names.
+    fn latest_on_thread<'a>(
+        &'a self,
+        thread: ThreadRef<'a>,
+    ) -> BoxFuture<'a, Result<Option<OnThread>, LogError>> {
+        async move {
+            if let Some(here) = self.here.latest_here(thread) {
+                return Ok(Some(here));
+            }
+            let found = self.shared.latest_on_thread(thread).await?;
+            Ok(found.map(|(run, context)| OnThread {
+                run: Box::new(KeptShared {
+                    runs: self.shared.clone(),
+                    run,
+                }),
+                context,
+            }))
         }
         .boxed()
     }
@@ -100,6 +124,25 @@ impl RunWriter for BothWriter {
         async move {
             if let Some((shared, frames)) = shared {
                 shared.append(frames, terminal).await;
+            }
+        }
+        .boxed()
+    }
+
+    fn on_thread(&mut self, thread_id: &str, context: Bytes) -> BoxFuture<'_, ()> {
+        self.here.on_thread_here(thread_id, context.clone());
+        let thread_id = thread_id.to_owned();
+        async move {
+            let Some(shared) = &self.shared else { return };
+            let log = &self.here.log;
+            let thread = ThreadRef {
+                scope: log.scope(),
+                agent: log.agent(),
+                thread_id: &thread_id,
+            };
+            if let Err(error) = shared.note_thread(thread, &context).await {
+                // The run goes on; only a client connecting from another replica misses it.
+                tracing::warn!(%error, "could not note the run's thread in Redis");
             }
         }
         .boxed()

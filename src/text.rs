@@ -1,9 +1,22 @@
-//! Text helpers shared by the server, the model client and the terminal client: fresh ids,
+//! Text helpers shared by the server, the model client and the terminal client: text grown
+//! piece by piece without doubling, fresh ids,
 //! digests that name stored things, cutting text for a log line, an error message or a
 //! preview without splitting a character, and URLs with their secrets redacted for printing.
 //! A leaf: it uses nothing else of the crate.
 
 use sha2::{Digest, Sha256};
+
+/// Appends `piece` to `text`, growing it by a quarter of its length when it is full rather than
+/// doubling it: a text built piece by piece and then held for a whole stream (a reply, a log's
+/// fragments) keeps at most a quarter of its length spare instead of up to all of it. Still
+/// amortized constant time per byte.
+pub fn push_growing(text: &mut String, piece: &str) {
+    let spare = text.capacity() - text.len();
+    if spare < piece.len() {
+        text.reserve_exact(piece.len().max(text.len() / 4).max(64));
+    }
+    text.push_str(piece);
+}
 
 /// A fresh opaque id with a readable prefix (`msg_…`, `call_…`).
 pub fn new_id(prefix: &str) -> String {
@@ -116,6 +129,26 @@ fn redact_unparsed(text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A text built from many pieces holds them all, in order, with at most a quarter of its
+    /// length (or one piece, or 64 bytes) spare.
+    #[test]
+    fn a_growing_text_keeps_little_spare() {
+        let mut text = String::new();
+        let mut expected = String::new();
+        for i in 0..2_000 {
+            let piece = format!(" word{i}");
+            push_growing(&mut text, &piece);
+            expected.push_str(&piece);
+            let spare = text.capacity() - text.len();
+            assert!(
+                spare <= (text.len() / 4).max(piece.len()).max(64),
+                "{spare} of {}",
+                text.len()
+            );
+        }
+        assert_eq!(text, expected);
+    }
 
     #[test]
     fn a_url_keeps_where_it_points_and_loses_its_secrets() {

@@ -13,7 +13,7 @@
 //! the same turn still run and their results are sent; then the run ends with the client calls
 //! pending. The next run carries the client's results and continues.
 
-use std::collections::{HashSet, VecDeque};
+use std::collections::HashSet;
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 use std::time::Duration;
@@ -230,7 +230,7 @@ impl Agent for ChatAgent {
                 .state
                 .unwrap_or_else(|| Value::Object(Default::default())),
             model_calls: 0,
-            queue: VecDeque::new(),
+            queue: TurnUpdates::new(),
             phase: Phase::CallModel,
             progress: None,
             // The pump calls `run` inside the run's span.
@@ -296,7 +296,7 @@ struct RunState {
     state: Value,
     model_calls: u32,
     /// Updates produced but not yet yielded.
-    queue: VecDeque<AgentUpdate>,
+    queue: TurnUpdates,
     phase: Phase,
     /// Made when the run first calls a server tool: most runs call none, and the channel's
     /// first block of slots is 3 KB.
@@ -331,7 +331,8 @@ impl RunState {
     /// every update: a pointer, not the whole run, is what gets copied per streamed fragment.
     async fn next(mut self: Box<Self>) -> Option<(Result<AgentUpdate, AgentError>, Box<RunState>)> {
         loop {
-            if let Some(update) = self.queue.pop_front() {
+            if !self.queue.is_empty() {
+                let update = self.queue.remove(0);
                 return Some((Ok(update), self));
             }
             match std::mem::replace(&mut self.phase, Phase::Done) {
@@ -351,7 +352,7 @@ impl RunState {
                         if let LlmEvent::Usage(usage) = &event {
                             self.add_run_tokens(usage);
                             let usage = self.token_usage(usage);
-                            self.queue.push_back(AgentUpdate::Usage(usage));
+                            self.queue.push(AgentUpdate::Usage(usage));
                         } else {
                             turn.apply(event, &mut self.queue);
                         }
@@ -380,7 +381,7 @@ impl RunState {
                 } => tokio::select! {
                     biased;
                     Some(progress) = next_progress(self.progress.as_mut()) => {
-                        self.queue.push_back(AgentUpdate::ToolProgress(progress));
+                        self.queue.push(AgentUpdate::ToolProgress(progress));
                         self.phase = Phase::RunningTools { running, then_stop };
                     }
                     finished = running.next() => match finished {
@@ -524,7 +525,7 @@ impl RunState {
                     waits_for_client = true;
                     genai::approval_requested(&call.name, &call.id);
                     self.queue
-                        .push_back(AgentUpdate::ApprovalRequest(ApprovalRequest {
+                        .push(AgentUpdate::ApprovalRequest(ApprovalRequest {
                             tool_call_id: call.id,
                             tool_name: call.name,
                             arguments,
@@ -629,7 +630,7 @@ impl RunState {
         state_events: Vec<EventBody>,
     ) {
         self.queue
-            .push_back(AgentUpdate::Event(EventBody::tool_call_result(
+            .push(AgentUpdate::Event(EventBody::tool_call_result(
                 new_id("msg"),
                 tool_call_id.clone(),
                 ToolResultContent::Text(content.clone()),
@@ -732,7 +733,7 @@ async fn next_progress(
 }
 
 mod turn;
-use turn::{Turn, TurnCall, TurnOutput};
+use turn::{Turn, TurnCall, TurnOutput, TurnUpdates};
 
 #[cfg(test)]
 mod tests;

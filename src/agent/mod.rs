@@ -53,7 +53,7 @@ pub use history::{to_chat_messages, SYNTHETIC_MISSING_RESULT};
 pub use ledger::{ClaimError, DecisionClaims};
 #[cfg(test)]
 pub(crate) use mapper::testing;
-pub use mapper::{map_updates, UpdateMapper};
+pub use mapper::{map_updates, UpdateMapper, Updates};
 pub use state_view::{add_member, apply_update};
 
 /// The updates of one run, in order. `'static` so it outlives the handler; boxed so `Agent`

@@ -34,9 +34,10 @@ pub(super) struct Frames {
     block: BytesMut,
 }
 
-/// The least a block of kept event frames holds: a finished text run's few (about 600 bytes)
-/// go into one, and its unused end stays small.
-const BLOCK_BYTES: usize = 1024;
+/// The least a block of kept event frames holds: a few of a run's frames that are not content
+/// (a text run's start, its message's start and end, its end: about 500 bytes in all), so that
+/// the block a live run is filling leaves little unused.
+const BLOCK_BYTES: usize = 256;
 
 /// One frame, or a row of content frames, and the seq of its first frame.
 #[derive(Debug)]
@@ -298,7 +299,7 @@ impl Row {
 
     /// Appends `content`'s delta and timestamp; returns the bytes that takes.
     fn push(&mut self, content: &Fragment) -> usize {
-        self.deltas.push_str(&content.delta);
+        crate::text::push_growing(&mut self.deltas, &content.delta);
         // `takes` checked the offset fits (a row's first delta is one frame's, far below it).
         self.ends.push(self.deltas.len() as u32);
         if let Some(timestamp) = content.timestamp {

@@ -1,7 +1,6 @@
 //! The turn state machine (`Turn`) and the history helpers, fed model events directly: what
 //! each model event becomes, in what order, and what a turn leaves for the history.
 
-use std::collections::VecDeque;
 
 use super::*;
 use crate::llm::LlmEvent;
@@ -21,7 +20,7 @@ fn call(index: usize, id: Option<&str>, name: Option<&str>, arguments: &str) -> 
 }
 
 /// Each update as `TYPE` or `TYPE:detail`, so a whole sequence reads as one line.
-fn describe(out: &VecDeque<AgentUpdate>) -> Vec<String> {
+fn describe(out: &TurnUpdates) -> Vec<String> {
     out.iter()
         .map(|update| match update {
             AgentUpdate::Event(body) => match body {
@@ -40,9 +39,9 @@ fn describe(out: &VecDeque<AgentUpdate>) -> Vec<String> {
         .collect()
 }
 
-fn run_turn(events: Vec<LlmEvent>) -> (Turn, VecDeque<AgentUpdate>) {
+fn run_turn(events: Vec<LlmEvent>) -> (Turn, TurnUpdates) {
     let mut turn = Turn::new();
-    let mut out = VecDeque::new();
+    let mut out = TurnUpdates::new();
     for event in events {
         turn.apply(event, &mut out);
     }

@@ -3,14 +3,17 @@
 //! answer or a tool call; a call's `TOOL_CALL_START` waits for its name, and its
 //! `TOOL_CALL_END` for the end of the turn, when its arguments are known to be complete.
 
-use std::collections::VecDeque;
-
 use crate::agent::{new_id, AgentError, AgentUpdate};
 use crate::llm::{ChatReasoning, ChatToolCall, LlmEvent};
 use crate::protocol::{
     EncryptedValueSubtype, EventBody, MessageRef, ReasoningEncryptedValue, ReasoningMessageStart,
     ReasoningRole, TextMessageContent,
 };
+
+/// What one model event becomes, in order: one update or two (a message's start and its
+/// first fragment) nearly always, held inline in the run's state rather than in a heap queue
+/// whose first block of four updates is kept for the stream's whole life.
+pub(super) type TurnUpdates = smallvec::SmallVec<[AgentUpdate; 2]>;
 
 pub(super) struct Turn {
     /// The assistant message id shared by this turn's text and tool calls.
@@ -65,7 +68,7 @@ impl Turn {
         }
     }
 
-    pub(super) fn apply(&mut self, event: LlmEvent, out: &mut VecDeque<AgentUpdate>) {
+    pub(super) fn apply(&mut self, event: LlmEvent, out: &mut TurnUpdates) {
         match event {
             LlmEvent::TextDelta(delta) => self.text_delta(delta, out),
             LlmEvent::ReasoningDelta(delta) => self.reasoning_delta(delta, out),
@@ -81,39 +84,37 @@ impl Turn {
     }
 
     /// Answer text: the turn's message opens with its first non-empty delta.
-    fn text_delta(&mut self, delta: String, out: &mut VecDeque<AgentUpdate>) {
+    fn text_delta(&mut self, delta: String, out: &mut TurnUpdates) {
         if delta.is_empty() {
             return;
         }
         self.close_reasoning(out);
         if !self.text_open {
             self.text_open = true;
-            out.push_back(EventBody::text_start(self.message_id.clone()).into());
+            out.push(EventBody::text_start(self.message_id.clone()).into());
         }
-        self.text.push_str(&delta);
-        out.push_back(EventBody::text_content(self.message_id.clone(), delta).into());
+        crate::text::push_growing(&mut self.text, &delta);
+        out.push(EventBody::text_content(self.message_id.clone(), delta).into());
     }
 
     /// Reasoning text: one span and message per stretch of reasoning, under one id.
-    fn reasoning_delta(&mut self, delta: String, out: &mut VecDeque<AgentUpdate>) {
+    fn reasoning_delta(&mut self, delta: String, out: &mut TurnUpdates) {
         if delta.is_empty() {
             return;
         }
         let id = self.open_reasoning(out);
         self.reasoning_text.push_str(&delta);
-        out.push_back(
-            EventBody::ReasoningMessageContent(TextMessageContent::new(id, delta)).into(),
-        );
+        out.push(EventBody::ReasoningMessageContent(TextMessageContent::new(id, delta)).into());
     }
 
     /// The id of the open reasoning, opened now if none is.
-    fn open_reasoning(&mut self, out: &mut VecDeque<AgentUpdate>) -> String {
+    fn open_reasoning(&mut self, out: &mut TurnUpdates) -> String {
         if let Some(id) = &self.reasoning_id {
             return id.clone();
         }
         let id = new_id("reasoning");
-        out.push_back(EventBody::ReasoningStart(MessageRef::new(id.clone())).into());
-        out.push_back(
+        out.push(EventBody::ReasoningStart(MessageRef::new(id.clone())).into());
+        out.push(
             EventBody::ReasoningMessageStart(ReasoningMessageStart {
                 message_id: id.clone(),
                 role: ReasoningRole::Reasoning,
@@ -129,12 +130,12 @@ impl Turn {
     /// stores it on the reasoning message and sends it back, and the next model call of this
     /// run gets the reasoning with it. Reasoning without text (a redacted block) still gets a
     /// message to carry it.
-    fn reasoning_encrypted(&mut self, value: String, out: &mut VecDeque<AgentUpdate>) {
+    fn reasoning_encrypted(&mut self, value: String, out: &mut TurnUpdates) {
         if value.is_empty() {
             return;
         }
         let id = self.open_reasoning(out);
-        out.push_back(
+        out.push(
             EventBody::ReasoningEncryptedValue(ReasoningEncryptedValue {
                 subtype: EncryptedValueSubtype::Message,
                 entity_id: id,
@@ -157,7 +158,7 @@ impl Turn {
         id: Option<String>,
         name: Option<String>,
         arguments: String,
-        out: &mut VecDeque<AgentUpdate>,
+        out: &mut TurnUpdates,
     ) {
         self.close_reasoning(out);
         let position = self.call_position(index, id);
@@ -169,21 +170,19 @@ impl Turn {
         call.arguments.push_str(&arguments);
         if call.started {
             if !arguments.is_empty() {
-                out.push_back(EventBody::tool_call_args(call.id.clone(), arguments).into());
+                out.push(EventBody::tool_call_args(call.id.clone(), arguments).into());
             }
             return;
         }
         let Some(name) = &call.name else { return };
         call.started = true;
-        out.push_back(
+        out.push(
             EventBody::tool_call_start(call.id.clone(), name.clone(), Some(message_id.clone()))
                 .into(),
         );
         // Fragments that arrived before the name are sent now, as one.
         if !call.arguments.is_empty() {
-            out.push_back(
-                EventBody::tool_call_args(call.id.clone(), call.arguments.clone()).into(),
-            );
+            out.push(EventBody::tool_call_args(call.id.clone(), call.arguments.clone()).into());
         }
     }
 
@@ -205,22 +204,19 @@ impl Turn {
         self.calls.len() - 1
     }
 
-    fn close_reasoning(&mut self, out: &mut VecDeque<AgentUpdate>) {
+    fn close_reasoning(&mut self, out: &mut TurnUpdates) {
         if let Some(id) = self.reasoning_id.take() {
             self.reasoning_text.clear();
-            out.push_back(EventBody::ReasoningMessageEnd(MessageRef::new(id.clone())).into());
-            out.push_back(EventBody::ReasoningEnd(MessageRef::new(id)).into());
+            out.push(EventBody::ReasoningMessageEnd(MessageRef::new(id.clone())).into());
+            out.push(EventBody::ReasoningEnd(MessageRef::new(id)).into());
         }
     }
 
     /// Closes what the turn opened and returns its text, tool calls and sealed reasoning.
-    pub(super) fn finish(
-        mut self,
-        out: &mut VecDeque<AgentUpdate>,
-    ) -> Result<TurnOutput, AgentError> {
+    pub(super) fn finish(mut self, out: &mut TurnUpdates) -> Result<TurnOutput, AgentError> {
         self.close_reasoning(out);
         if self.text_open {
-            out.push_back(EventBody::text_end(self.message_id.clone()).into());
+            out.push(EventBody::text_end(self.message_id.clone()).into());
         }
         let mut calls = Vec::with_capacity(self.calls.len());
         for call in self.calls {
@@ -229,7 +225,7 @@ impl Turn {
                     "the model sent a tool call without a name".to_owned(),
                 ));
             };
-            out.push_back(EventBody::tool_call_end(call.id.clone()).into());
+            out.push(EventBody::tool_call_end(call.id.clone()).into());
             calls.push(ChatToolCall {
                 id: call.id,
                 name,

@@ -37,7 +37,7 @@ use crate::agent::approval_id::{abbreviate as abbreviated, ApprovalId};
 use crate::agent::config::ApprovalSettings;
 use crate::agent::{
     map_updates, new_id, Agent, AgentError, AgentStream, AgentUpdate, ApprovalRequest,
-    DecisionClaims, DecisionOutcome, RestoreState, RunRequest, ToolDecision, UpdateMapper,
+    DecisionClaims, DecisionOutcome, RestoreState, RunRequest, ToolDecision, UpdateMapper, Updates,
 };
 use crate::protocol::{Content, EventBody, Interrupt, Message, ProtocolVersion, ResumeStatus};
 
@@ -631,11 +631,7 @@ struct GateMapper {
 }
 
 impl UpdateMapper for GateMapper {
-    fn on_update(
-        &mut self,
-        update: AgentUpdate,
-        out: &mut Vec<AgentUpdate>,
-    ) -> Result<(), AgentError> {
+    fn on_update(&mut self, update: AgentUpdate, out: &mut Updates) -> Result<(), AgentError> {
         let AgentUpdate::ApprovalRequest(request) = update else {
             out.push(update);
             return Ok(());

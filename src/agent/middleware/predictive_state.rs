@@ -19,7 +19,7 @@ use serde_json::{Map, Value};
 
 use crate::agent::approval::restore_fits;
 use crate::agent::{
-    map_updates, Agent, AgentError, AgentStream, AgentUpdate, RunRequest, UpdateMapper,
+    map_updates, Agent, AgentError, AgentStream, AgentUpdate, RunRequest, UpdateMapper, Updates,
 };
 use crate::protocol::EventBody;
 use crate::state::{Argument, Coalescing, Projection};
@@ -130,11 +130,7 @@ struct PredictiveCall {
 }
 
 impl UpdateMapper for PredictiveMapper {
-    fn on_update(
-        &mut self,
-        update: AgentUpdate,
-        out: &mut Vec<AgentUpdate>,
-    ) -> Result<(), AgentError> {
+    fn on_update(&mut self, update: AgentUpdate, out: &mut Updates) -> Result<(), AgentError> {
         let body = match update {
             AgentUpdate::Event(body) => body,
             AgentUpdate::ApprovalRequest(mut request) => {
@@ -201,7 +197,7 @@ impl UpdateMapper for PredictiveMapper {
         Ok(())
     }
 
-    fn on_end(&mut self, out: &mut Vec<AgentUpdate>) -> Result<(), AgentError> {
+    fn on_end(&mut self, out: &mut Updates) -> Result<(), AgentError> {
         // Calls whose result never came (the run ended with client calls pending), or whose
         // arguments never ended: settle them all, with one snapshot if that changed anything.
         let ids: Vec<String> = self.calls.keys().cloned().collect();
@@ -217,7 +213,7 @@ impl UpdateMapper for PredictiveMapper {
 }
 
 impl PredictiveMapper {
-    fn start(&mut self, id: &str, tool: &str, out: &mut Vec<AgentUpdate>) {
+    fn start(&mut self, id: &str, tool: &str, out: &mut Updates) {
         let all = self.rules.clone();
         let rules: Vec<&PredictStateRule> = all.rules.iter().filter(|r| r.tool == tool).collect();
         if rules.is_empty() || self.calls.contains_key(id) {
@@ -289,7 +285,7 @@ impl PredictiveMapper {
         }
     }
 
-    fn end(&mut self, id: &str, out: &mut Vec<AgentUpdate>) {
+    fn end(&mut self, id: &str, out: &mut Updates) {
         let Some(call) = self.calls.get_mut(id) else {
             return;
         };

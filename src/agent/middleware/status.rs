@@ -16,6 +16,7 @@ use serde_json::{json, Value};
 
 use crate::agent::{
     add_member, map_updates, Agent, AgentError, AgentStream, AgentUpdate, RunRequest, UpdateMapper,
+    Updates,
 };
 use crate::protocol::EventBody;
 
@@ -46,7 +47,7 @@ impl Agent for StatusSnapshots {
             key: self.key.clone(),
             state_is_object,
         };
-        let mut first = Vec::new();
+        let mut first = Updates::new();
         mapper.publish("in_progress", "Working on it", None, &mut first);
         let updates = self.inner.run(request)?;
         Ok(stream::iter(first.into_iter().map(Ok))
@@ -63,7 +64,7 @@ struct StatusMapper {
 }
 
 impl StatusMapper {
-    fn publish(&self, phase: &str, message: &str, tool: Option<&str>, out: &mut Vec<AgentUpdate>) {
+    fn publish(&self, phase: &str, message: &str, tool: Option<&str>, out: &mut Updates) {
         if !self.state_is_object {
             return;
         }
@@ -78,11 +79,7 @@ impl StatusMapper {
 }
 
 impl UpdateMapper for StatusMapper {
-    fn on_update(
-        &mut self,
-        update: AgentUpdate,
-        out: &mut Vec<AgentUpdate>,
-    ) -> Result<(), AgentError> {
+    fn on_update(&mut self, update: AgentUpdate, out: &mut Updates) -> Result<(), AgentError> {
         if let AgentUpdate::ToolProgress(progress) = &update {
             let message = progress_message(progress);
             self.publish("calling_tool", &message, Some(&progress.tool_name), out);
@@ -110,7 +107,7 @@ impl UpdateMapper for StatusMapper {
         Ok(())
     }
 
-    fn on_end(&mut self, out: &mut Vec<AgentUpdate>) -> Result<(), AgentError> {
+    fn on_end(&mut self, out: &mut Updates) -> Result<(), AgentError> {
         self.publish("completed", "Done", None, out);
         Ok(())
     }

@@ -23,6 +23,9 @@ pub struct ThreadRecorder {
     state: Option<Value>,
     interrupts: Vec<Interrupt>,
     server_results: BTreeSet<String>,
+    /// Kept from the previous record: a run neither renames nor unarchives its thread.
+    title: Option<String>,
+    archived: bool,
 }
 
 impl ThreadRecorder {
@@ -42,6 +45,8 @@ impl ThreadRecorder {
             server_results: previous
                 .map(|record| record.server_results.clone())
                 .unwrap_or_default(),
+            title: previous.and_then(|record| record.title.clone()),
+            archived: previous.is_some_and(|record| record.archived),
             messages,
             state,
             interrupts: Vec::new(),
@@ -148,6 +153,8 @@ impl ThreadRecorder {
             last_run_id: self.run_id,
             created_at: self.created_at,
             updated_at: now_millis(),
+            title: self.title,
+            archived: self.archived,
         }
     }
 

@@ -268,6 +268,8 @@ mod tests {
             last_run_id: "r".into(),
             created_at: 0,
             updated_at: 0,
+            title: None,
+            archived: false,
         }
     }
 

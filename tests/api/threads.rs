@@ -1,5 +1,5 @@
-//! Threads the server remembers (issue 14), against both stores: the in-process `memory` store
-//! and a real `redis-server`. Each behaviour is one function run by a test per backend (the
+//! Threads the server remembers (issue 14), against every store: the in-process `memory`
+//! store, a real `redis-server` and a real PostgreSQL. Each behaviour is one function run by a test per backend (the
 //! `for_each_store!` list at the end); what only one store has (LRU, restarts, a lease across
 //! processes) is tested on that store alone.
 //!
@@ -17,6 +17,7 @@ use crate::approvals::{
 };
 use crate::fake_llm::{chunks, Reply};
 use crate::helpers::*;
+use crate::postgres_server::PostgresServer;
 use crate::redis_server::RedisServer;
 use crate::verify::{assert_0x_compatible, assert_well_formed};
 
@@ -25,6 +26,7 @@ use crate::verify::{assert_0x_compatible, assert_well_formed};
 pub(crate) enum Backend {
     Memory,
     Redis(RedisServer),
+    Postgres(PostgresServer),
 }
 
 impl Backend {
@@ -37,12 +39,20 @@ impl Backend {
         Backend::Redis(RedisServer::start().await)
     }
 
+    pub(crate) async fn postgres() -> Backend {
+        Backend::Postgres(PostgresServer::start().await)
+    }
+
     pub(crate) fn configure(&self, settings: &mut Settings) {
         match self {
             Backend::Memory => settings.threads.store = ThreadStoreKind::Memory,
             Backend::Redis(server) => {
                 settings.threads.store = ThreadStoreKind::Redis;
                 settings.threads.redis_url = server.url();
+            }
+            Backend::Postgres(server) => {
+                settings.threads.store = ThreadStoreKind::Postgres;
+                settings.threads.postgres_url = server.url();
             }
         }
     }
@@ -712,11 +722,10 @@ async fn supersede_ends_the_older_run(backend: Backend) {
     );
 }
 
-#[tokio::test]
-async fn redis_the_lease_holds_across_processes() {
-    let redis = Backend::redis().await;
-    let one = redis.app(|_| {}).await;
-    let two = redis.app(|_| {}).await;
+/// What only a store shared by processes has: the lease holds across them (Redis, Postgres).
+async fn the_lease_holds_across_processes(shared: Backend) {
+    let one = shared.app(|_| {}).await;
+    let two = shared.app(|_| {}).await;
     one.fake.push(slow_reply());
     let mut first = EventReader::new(one.post_run("/", &input(vec![user("Hi")])).await);
     assert_eq!(first.next().await.unwrap()["type"], "RUN_STARTED");
@@ -778,14 +787,12 @@ async fn redis_gone_is_a_clear_503_before_any_stream() {
 /// Across replicas a superseded run learns of it only at its next lease renewal (a third of
 /// the lease TTL later); if it ends before then, its save must still be refused, or its stale
 /// record would replace the newer run's.
-#[tokio::test]
-async fn redis_a_run_superseded_on_another_replica_cannot_overwrite_the_newer_record() {
-    let redis = Backend::redis().await;
+async fn a_run_superseded_on_another_replica_cannot_overwrite_the_newer_record(shared: Backend) {
     let supersede = |settings: &mut Settings| {
         settings.threads.on_concurrent_run = ConcurrentRunPolicy::Supersede
     };
-    let one = redis.app(supersede).await;
-    let two = redis.app(supersede).await;
+    let one = shared.app(supersede).await;
+    let two = shared.app(supersede).await;
     // The older run ends well inside its renewal window, so it never hears it was superseded.
     let events = an_older_run_and_a_newer_one(&one, &two).await;
     assert_eq!(
@@ -803,11 +810,9 @@ async fn redis_a_run_superseded_on_another_replica_cannot_overwrite_the_newer_re
     assert_eq!(messages[1]["content"], "The newer answer.");
 }
 
-#[tokio::test]
-async fn redis_a_restart_keeps_every_thread() {
-    let redis = Backend::redis().await;
+async fn a_restart_keeps_every_thread(shared: Backend) {
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let (app, server) = spawn_app_until(|settings| redis.configure(settings), async move {
+    let (app, server) = spawn_app_until(|settings| shared.configure(settings), async move {
         let _ = stopped.await;
     })
     .await;
@@ -821,7 +826,7 @@ async fn redis_a_restart_keeps_every_thread() {
     stop.send(()).unwrap();
     server.await.unwrap().unwrap();
 
-    let restarted = redis.app(|_| {}).await;
+    let restarted = shared.app(|_| {}).await;
     for thread in ["t-1", "t-2"] {
         let mut body = run_input("r2", vec![]);
         body["threadId"] = json!(thread);
@@ -966,4 +971,28 @@ for_each_store!(
     an_echoed_answer_on_an_unknown_thread_is_not_a_forged_result,
     a_second_run_on_a_busy_thread_gets_409,
     supersede_ends_the_older_run,
+);
+
+/// Each behaviour of a store shared by processes, on Redis and on Postgres.
+macro_rules! for_each_shared_store {
+    ($($behaviour:ident),* $(,)?) => {
+        mod shared_redis {
+            $(#[tokio::test]
+            async fn $behaviour() {
+                super::$behaviour(super::Backend::redis().await).await;
+            })*
+        }
+        mod shared_postgres {
+            $(#[tokio::test]
+            async fn $behaviour() {
+                super::$behaviour(super::Backend::postgres().await).await;
+            })*
+        }
+    };
+}
+
+for_each_shared_store!(
+    the_lease_holds_across_processes,
+    a_run_superseded_on_another_replica_cannot_overwrite_the_newer_record,
+    a_restart_keeps_every_thread,
 );

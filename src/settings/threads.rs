@@ -34,7 +34,8 @@ pub struct ThreadSettings {
     pub postgres_url: String,
     /// `postgres` store: most connections in the pool.
     pub postgres_pool_size: usize,
-    /// `postgres` store: longest wait to connect or for a pooled connection, in milliseconds.
+    /// `postgres` store: longest wait to connect, for a pooled connection or for one
+    /// statement, in milliseconds.
     pub postgres_timeout_ms: u64,
     /// Seconds a thread is kept after its last run.
     pub ttl_secs: u64,

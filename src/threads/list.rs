@@ -187,6 +187,15 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_record_saved_before_titles_existed_loads_untitled_and_not_archived() {
+        let stored = serde_json::json!({
+            "agent": "a", "messages": [], "lastRunId": "r", "createdAt": 1, "updatedAt": 2
+        });
+        let record: ThreadRecord = serde_json::from_value(stored).unwrap();
+        assert_eq!((record.title, record.archived), (None, false));
+    }
+
+    #[test]
     fn a_cursor_round_trips_and_garbage_is_refused() {
         let cursor = ListCursor {
             updated_at: 1_700_000_000_123,

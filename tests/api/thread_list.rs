@@ -266,7 +266,44 @@ async fn bad_list_queries_and_edits_are_refused_with_a_code(backend: Backend) {
     );
 }
 
+async fn a_streaming_thread_is_running_and_an_edit_waits_for_it(backend: Backend) {
+    let app = app_of(&backend).await;
+    converse(&app, ALICE, "t1", "Hello").await;
+    app.fake.push(Reply::SlowSse(
+        chunks::text_reply(&["one ", "two ", "three"]),
+        std::time::Duration::from_millis(300),
+    ));
+    let mut body = input(vec![user("Hello"), assistant("Noted."), user("Count")]);
+    body["threadId"] = json!("t1");
+    body["runId"] = json!("slow-run");
+    let response = app
+        .client
+        .post(format!("{}/", app.address))
+        .header("content-type", "application/json")
+        .header(ALICE.0, ALICE.1)
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    let mut run = EventReader::new(response);
+    assert_eq!(run.next().await.unwrap()["type"], "RUN_STARTED");
+    let (_, page) = list(&app, ALICE, "").await;
+    assert_eq!(page["threads"][0]["status"], "running", "{page}");
+    let (status, refused) = patch(&app, ALICE, "t1", r#"{"title": "Mid-run"}"#).await;
+    assert_eq!(
+        (status, refused["error"]["code"].as_str()),
+        (409, Some("thread_busy"))
+    );
+    while run.next().await.is_some() {}
+    let (_, page) = list(&app, ALICE, "").await;
+    assert_eq!(page["threads"][0]["status"], "idle", "{page}");
+    assert_eq!(page["threads"][0]["messageCount"], 4, "{page}");
+    let (status, _) = patch(&app, ALICE, "t1", r#"{"title": "After the run"}"#).await;
+    assert_eq!(status, 200);
+}
+
 for_each_store!(
+    a_streaming_thread_is_running_and_an_edit_waits_for_it,
     the_list_pages_newest_first_and_each_entry_says_what_it_is,
     the_list_is_the_callers_own,
     a_rename_and_an_archive_show_in_the_list,

@@ -240,6 +240,8 @@ async fn hydrate_after_an_interrupt_and_an_approval_runs_once(backend: Backend) 
     assert_eq!(app.upstream_bodies().len(), 1);
     let thread: Value = get_thread(&app, &[], "t1").await.json().await.unwrap();
     assert_eq!(thread["interrupts"][0]["id"], id.as_str(), "{thread}");
+    let listed: Value = app.get("/assistant/threads").await.json().await.unwrap();
+    assert_eq!(listed["threads"][0]["status"], "interrupted", "{listed}");
 
     // Approved from the hydrated history: the tool runs once.
     let history = snapshot_messages(&hydrated);
@@ -250,6 +252,8 @@ async fn hydrate_after_an_interrupt_and_an_approval_runs_once(backend: Backend) 
     );
     assert_well_formed(&app.run_events("/", &approve).await);
     assert_eq!(service.calls_of("transfer_money").len(), 1);
+    let listed: Value = app.get("/assistant/threads").await.json().await.unwrap();
+    assert_eq!(listed["threads"][0]["status"], "idle", "{listed}");
 
     // The same answer replayed with the result dropped from the history runs nothing: the
     // server puts its recorded result back, so the call is already answered.

@@ -53,7 +53,9 @@ const MAX_KEEP_MS: i64 = 100 * 365 * 24 * 3_600 * 1_000;
 
 /// Opens a pool of at most `pool_size` connections to the database at `url` (a
 /// `postgres://user:password@host:port/db` URL or a `key=value` string), then applies the
-/// schema's migrations. `timeout` bounds connecting and waiting for a pooled connection.
+/// schema's migrations. `timeout` bounds connecting, waiting for a pooled connection and (as
+/// the session's `statement_timeout`, unless the URL sets options of its own) each statement,
+/// so a database that stops answering is an error, never a request that hangs.
 ///
 /// # Errors
 /// A malformed URL, the database unreachable, or a migration refused.
@@ -63,6 +65,9 @@ pub async fn connect(url: &str, pool_size: usize, timeout: Duration) -> Result<P
         .map_err(|error: tokio_postgres::Error| StoreError::Backend(error.to_string()))?;
     if config.get_connect_timeout().is_none() {
         config.connect_timeout(timeout);
+    }
+    if config.get_options().is_none() {
+        config.options(format!("-c statement_timeout={}", millis(timeout)));
     }
     let manager = Manager::from_config(config, NoTls, ManagerConfig::default());
     let pool = Pool::builder(manager)

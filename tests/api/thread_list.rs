@@ -310,3 +310,72 @@ for_each_store!(
     a_deleted_thread_leaves_the_list,
     bad_list_queries_and_edits_are_refused_with_a_code,
 );
+
+/// Redis bounds one list call's work: past a long run of threads the filter skips (here more
+/// archived threads than one call looks at), a page comes back short but with a cursor, and
+/// following it finds the rest.
+#[tokio::test]
+async fn redis_a_page_past_many_skipped_threads_comes_short_with_a_cursor() {
+    use agui_host::threads::{
+        ArchivedFilter, ListQuery, ScopeQuota, ThreadBackends, ThreadKey, ThreadRecord,
+    };
+    let server = crate::redis_server::RedisServer::start().await;
+    let connection =
+        agui_host::threads::redis::connect(&server.url(), std::time::Duration::from_secs(5))
+            .await
+            .unwrap();
+    let day = std::time::Duration::from_secs(86_400);
+    let backends = ThreadBackends::redis(&connection, (day, day), 0, ScopeQuota::default());
+    let save = |thread: usize, archived: bool| {
+        let key = ThreadKey {
+            scope: "s".into(),
+            agent: "assistant".into(),
+            thread_id: format!("t{thread:05}"),
+        };
+        let record = ThreadRecord {
+            agent: "assistant".into(),
+            messages: Vec::new(),
+            state: None,
+            interrupts: Vec::new(),
+            server_results: Default::default(),
+            last_run_id: "r".into(),
+            created_at: 1,
+            // The archived ones are the newest, so every page starts among them.
+            updated_at: i64::try_from(thread).unwrap(),
+            title: None,
+            archived,
+        };
+        let backends = &backends;
+        async move {
+            let lease = backends.leases.acquire(&key, false).await.unwrap();
+            backends.store.save(&lease, &record).await.unwrap();
+            lease.release().await;
+        }
+    };
+    for thread in 0..3 {
+        save(thread, false).await;
+    }
+    for thread in 3..1_203 {
+        save(thread, true).await;
+    }
+    let (mut found, mut calls, mut after) = (Vec::new(), 0, None);
+    loop {
+        let query = ListQuery {
+            scope: "s".into(),
+            agent: "assistant".into(),
+            archived: ArchivedFilter::Active,
+            limit: 20,
+            after: after.take(),
+        };
+        let page = backends.store.list(&query).await.unwrap();
+        calls += 1;
+        found.extend(page.threads.into_iter().map(|summary| summary.thread_id));
+        match page.next {
+            Some(next) => after = Some(next),
+            None => break,
+        }
+        assert!(calls < 10, "the pages never end");
+    }
+    assert_eq!(found, ["t00002", "t00001", "t00000"]);
+    assert!(calls >= 2, "one call looked at every member: {calls}");
+}

@@ -279,33 +279,39 @@ impl PostgresStore {
     }
 
     async fn list_now(&self, query: &ListQuery) -> Result<ThreadPage, StoreError> {
-        let archived = match query.archived {
-            ArchivedFilter::Active => Some(false),
-            ArchivedFilter::Archived => Some(true),
-            ArchivedFilter::All => None,
-        };
-        // One statement per shape, so each is planned for the index it can use.
-        let mut sql = String::from(
-            "SELECT thread_id, title, created_at, updated_at, last_run_id, interrupted, \
-             archived, message_count FROM agui_threads \
-             WHERE scope = $1 AND agent = $2 AND expires_at > now()",
-        );
         let limit = i64::try_from(query.limit + 1).unwrap_or(i64::MAX);
         let (after_at, after_id) = query.after.as_ref().map_or((0, ""), |after| {
             (after.updated_at, after.thread_id.as_str())
         });
         let mut params: Vec<&(dyn tokio_postgres::types::ToSql + Sync)> =
             vec![&query.scope, &query.agent, &limit];
-        if query.after.is_some() {
-            sql.push_str(" AND updated_at <= $4 AND (updated_at < $4 OR thread_id > $5)");
+        let after = if query.after.is_some() {
             params.push(&after_at);
             params.push(&after_id);
-        }
-        if let Some(archived) = &archived {
-            sql.push_str(&format!(" AND archived = ${}", params.len() + 1));
-            params.push(archived);
-        }
-        sql.push_str(" ORDER BY updated_at DESC, thread_id LIMIT $3");
+            " AND updated_at <= $4 AND (updated_at < $4 OR thread_id > $5)"
+        } else {
+            ""
+        };
+        // One statement per shape, each a range of the list index in its order. Both flags
+        // at once are two such ranges merged: one ordered scan of (scope, agent) would have
+        // to sort every thread of the scope.
+        let page = |archived: bool| {
+            format!(
+                "SELECT thread_id, title, created_at, updated_at, last_run_id, interrupted, \
+                 archived, message_count FROM agui_threads \
+                 WHERE scope = $1 AND agent = $2 AND archived = {archived} \
+                 AND expires_at > now(){after} ORDER BY updated_at DESC, thread_id LIMIT $3"
+            )
+        };
+        let sql = match query.archived {
+            ArchivedFilter::Active => page(false),
+            ArchivedFilter::Archived => page(true),
+            ArchivedFilter::All => format!(
+                "({}) UNION ALL ({}) ORDER BY updated_at DESC, thread_id LIMIT $3",
+                page(false),
+                page(true)
+            ),
+        };
         let client = self.pool.get().await.map_err(pool_error)?;
         let statement = client.prepare_cached(&sql).await.map_err(pg)?;
         let rows = client.query(&statement, &params).await.map_err(pg)?;

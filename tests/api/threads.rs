@@ -460,13 +460,26 @@ async fn a_trusted_proxy_header_is_the_scope(backend: Backend) {
 
 // ---- Expiry -----------------------------------------------------------------------------------
 
+/// The threads `GET /assistant/threads` lists in the development scope.
+async fn listed(app: &TestApp) -> Value {
+    let page: Value = app.get("/assistant/threads").await.json().await.unwrap();
+    page["threads"].clone()
+}
+
 async fn a_thread_expires_after_its_ttl(backend: Backend) {
     let app = backend.app(|settings| settings.threads.ttl_secs = 1).await;
     app.fake
         .push(Reply::Sse(chunks::text_reply(&["Short-lived."])));
     app.run_events("/", &input(vec![user("Hi")])).await;
     assert_eq!(get_thread(&app, &[], "t1").await.status(), 200);
+    assert_eq!(listed(&app).await.as_array().unwrap().len(), 1);
     tokio::time::sleep(Duration::from_millis(1500)).await;
+    // Listed first, so that the list itself must leave the expired thread out.
+    assert_eq!(
+        listed(&app).await,
+        json!([]),
+        "an expired thread is not listed"
+    );
     let response = get_thread(&app, &[], "t1").await;
     assert_eq!(response.status(), 404);
     assert_eq!(

@@ -163,7 +163,7 @@ fn as_server_user(mut command: Command) -> Command {
     command
 }
 
-/// The cluster every server copies, made by `initdb` once per version and user and kept in
+/// The cluster every server copies, made by `initdb` once per version and owner and kept in
 /// the temp directory for later runs (made under another name and renamed, so a run that
 /// stops half-way leaves no broken template).
 fn template() -> &'static Path {
@@ -174,7 +174,13 @@ fn template() -> &'static Path {
             .and_then(Path::file_name)
             .map(|name| name.to_string_lossy().into_owned())
             .unwrap_or_default();
-        let dir = std::env::temp_dir().join(format!("agui-pg-template-{version}-{USER}"));
+        // Owned by whoever runs the servers: root's runs and a developer's never share one.
+        let owner = if server_user().is_some() {
+            "postgres"
+        } else {
+            "self"
+        };
+        let dir = std::env::temp_dir().join(format!("agui-pg-template-{version}-{owner}"));
         if dir.join("PG_VERSION").exists() {
             return dir;
         }

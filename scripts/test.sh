@@ -4,8 +4,8 @@
 # with the real AG-UI clients (see scripts/e2e.sh; needs node >= 20 and npm), then the browser
 # test of the CopilotKit example (see scripts/browser-test.sh; needs Chromium, which it installs
 # from Debian's packages when missing; about 20 s once installed). SKIP_BROWSER_TEST=1 skips
-# the browser test. The thread-store tests start a real redis-server, installed from Debian's
-# packages when missing.
+# the browser test. The thread-store tests start a real redis-server and a real PostgreSQL,
+# installed from Debian's packages when missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -13,6 +13,11 @@ if ! command -v "${REDIS_SERVER_BIN:-redis-server}" >/dev/null 2>&1; then
   echo "==> apt-get install redis-server (the thread-store tests start one)"
   apt-get update -qq
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server >/dev/null
+fi
+if [ -z "${PG_BIN_DIR:-}" ] && ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then
+  echo "==> apt-get install postgresql (the Postgres thread-store tests start one)"
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null
 fi
 
 echo "==> MCP test servers (npm ci in tests/mcp)"

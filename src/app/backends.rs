@@ -1,5 +1,6 @@
 //! The one place the store kind is chosen: the thread records, leases and decision ledger, and
-//! the run logs, all of memory or all on Redis (`threads.store`). Everything above takes them
+//! the run logs, all of memory, all on Redis, or records, leases and ledger on Postgres with
+//! the run logs in this process (`threads.store`). Everything above takes them
 //! as traits (`ThreadStore`, `DecisionLedger`, `RunLogStore`), so a store of another kind is
 //! a new arm here and its implementations beside the others.
 
@@ -52,6 +53,29 @@ pub(super) async fn open(
                     quota(threads),
                 ),
                 Arc::new(RedisRunLogs::new(here(), shared)),
+            )
+        }
+        ThreadStoreKind::Postgres => {
+            let timeout = Duration::from_millis(threads.postgres_timeout_ms.max(1));
+            let pool = crate::threads::postgres::connect(
+                &threads.postgres_url,
+                threads.postgres_pool_size,
+                timeout,
+            )
+            .await?;
+            (
+                ThreadBackends::postgres(
+                    &pool,
+                    (
+                        ttl(threads),
+                        Duration::from_secs(threads.lease_ttl_secs.max(1)),
+                    ),
+                    threads.max_bytes,
+                    quota(threads),
+                ),
+                // Run logs are not shared through Postgres: a reconnect goes to the replica
+                // that runs the run (docs/threads.md).
+                Arc::new(here()),
             )
         }
     };

@@ -72,6 +72,11 @@ fn report(settings: &Settings) -> String {
             "threads: kept in Redis at {}",
             redact_url(&threads.redis_url)
         ),
+        ThreadStoreKind::Postgres => writeln!(
+            out,
+            "threads: kept in PostgreSQL at {}",
+            redact_url(&threads.postgres_url)
+        ),
     };
     for (name, agent) in &settings.agents {
         let _ = writeln!(out);

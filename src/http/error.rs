@@ -91,6 +91,9 @@ codes! {
     InvalidLastEventId => BAD_REQUEST "invalid_last_event_id",
     TooManyReaders => TOO_MANY_REQUESTS "too_many_readers",
     ThreadQuotaExceeded => FORBIDDEN "thread_quota_exceeded",
+    InvalidQuery => BAD_REQUEST "invalid_query",
+    InvalidCursor => BAD_REQUEST "invalid_cursor",
+    TitleTooLong => UNPROCESSABLE_ENTITY "title_too_long",
     InternalError => INTERNAL_SERVER_ERROR "internal_error",
 }
 

@@ -88,9 +88,12 @@ pub fn router(state: AppState, settings: &Settings) -> Result<Router, SettingsEr
         .route("/{agent}", post(run::run_named_agent))
         .route("/agents", get(discovery::list_agents))
         .route("/{agent}/capabilities", get(discovery::capabilities))
+        .route("/{agent}/threads", get(threads::list_threads))
         .route(
             "/{agent}/threads/{thread_id}",
-            get(threads::get_thread).delete(threads::delete_thread),
+            get(threads::get_thread)
+                .delete(threads::delete_thread)
+                .patch(threads::patch_thread),
         )
         .route(
             "/{agent}/threads/{thread_id}/connect",

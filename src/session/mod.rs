@@ -151,7 +151,10 @@ impl Sessions {
             &mut request,
         )
         .await;
-        let started = prepared.and_then(|prepared| start(agent, prepared, request, &span));
+        let started = match prepared {
+            Ok(prepared) => start(agent, prepared, request, &span).await,
+            Err(refused) => Err(refused),
+        };
         let (updates, thread) = match started {
             Ok(started) => started,
             Err(refused) => {
@@ -217,8 +220,8 @@ impl Sessions {
 }
 
 /// Starts the agent on the prepared request (or answers a hydrate from the record): the last
-/// step that may still refuse the run.
-fn start(
+/// step that may still refuse the run, which then gives its thread back before it answers.
+async fn start(
     agent: &dyn Agent,
     prepared: Prepared,
     request: RunRequest,
@@ -233,7 +236,13 @@ fn start(
     Ok(match prepared {
         Prepared::Stateless => (run(request)?, None),
         Prepared::Hydrate(updates) => (updates, None),
-        Prepared::Run(thread) => (run(request)?, Some(thread)),
+        Prepared::Run(thread) => match run(request) {
+            Ok(updates) => (updates, Some(thread)),
+            Err(refused) => {
+                thread.give_back().await;
+                return Err(refused);
+            }
+        },
     })
 }
 

@@ -52,6 +52,13 @@ impl ThreadStore for RecordingStore {
     fn delete<'a>(&'a self, _key: &'a ThreadKey) -> BoxFuture<'a, Result<bool, StoreError>> {
         std::future::ready(Ok(false)).boxed()
     }
+
+    fn list<'a>(
+        &'a self,
+        _query: &'a crate::threads::ListQuery,
+    ) -> BoxFuture<'a, Result<crate::threads::ThreadPage, StoreError>> {
+        std::future::ready(Ok(crate::threads::ThreadPage::default())).boxed()
+    }
 }
 
 /// A shared lease store that grants every lease and refuses every renewal.
@@ -78,6 +85,10 @@ impl SharedLeases for ForgetfulLeases {
         _token: &'a str,
     ) -> BoxFuture<'a, Result<bool, StoreError>> {
         std::future::ready(Ok(false)).boxed()
+    }
+
+    fn held<'a>(&'a self, keys: &'a [ThreadKey]) -> BoxFuture<'a, Result<Vec<bool>, StoreError>> {
+        std::future::ready(Ok(vec![false; keys.len()])).boxed()
     }
 
     fn release<'a>(&'a self, key: &'a ThreadKey, _token: &'a str) -> BoxFuture<'a, ()> {

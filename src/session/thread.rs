@@ -63,16 +63,15 @@ pub(super) async fn prepare(
         }
     }
     let lease = take_lease(threads, &key).await?;
-    // Loaded under the lease, so no other run saves between this load and this run's save.
-    let previous = if hydrating {
-        None
-    } else {
-        threads.load(&key).await.map_err(unavailable)?
+    let previous = match admit(threads, agent, &key, hydrating, request).await {
+        Ok(previous) => previous,
+        Err(refused) => {
+            // Freed before the refusal is answered, so the client's next request (the same
+            // history, put right) finds the thread free, whatever store holds the lease.
+            lease.release().await;
+            return Err(refused);
+        }
     };
-    threads.store.admit(&key).await.map_err(store_refusal)?;
-    if threads.history == HistoryPolicy::Verify {
-        verify_history(threads, agent, previous.as_ref(), request)?;
-    }
     // Whatever the history policy: the ledger only ever keeps a call from running twice.
     request.decision_claims = Some(Arc::new(ThreadDecisions {
         threads: Arc::clone(threads),
@@ -101,6 +100,28 @@ pub(super) async fn prepare(
         recorder,
         context: Some(context),
     })))
+}
+
+/// What a run on a leased thread checks before it starts: the thread's record (loaded under
+/// the lease, so no other run saves between this load and this run's save), the scope's
+/// quota, and the client's history against the record.
+async fn admit(
+    threads: &Threads,
+    agent: &str,
+    key: &ThreadKey,
+    hydrating: bool,
+    request: &mut RunRequest,
+) -> Result<Option<ThreadRecord>, Refused> {
+    let previous = if hydrating {
+        None
+    } else {
+        threads.load(key).await.map_err(unavailable)?
+    };
+    threads.store.admit(key).await.map_err(store_refusal)?;
+    if threads.history == HistoryPolicy::Verify {
+        verify_history(threads, agent, previous.as_ref(), request)?;
+    }
+    Ok(previous)
 }
 
 /// The thread's run lease: 409 `thread_busy` while another run streams on it (unless the policy
@@ -275,6 +296,11 @@ fn claim_error(error: StoreError) -> ClaimError {
 }
 
 impl ThreadRun {
+    /// Gives the thread back for a run that never started (the agent refused its request).
+    pub(super) async fn give_back(self) {
+        self.lease.release().await;
+    }
+
     /// The thread's id and what a client connecting to it needs of this run, once.
     pub(super) fn take_context(&mut self) -> Option<(String, bytes::Bytes)> {
         let context = self.context.take()?;

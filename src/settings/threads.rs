@@ -16,6 +16,9 @@ pub enum ThreadStoreKind {
     Memory,
     /// In Redis 6.2+ or Valkey at `redis_url`: shared by replicas, kept across restarts.
     Redis,
+    /// In PostgreSQL at `postgres_url`: threads, leases and approvals shared by replicas and
+    /// kept across restarts; run logs stay in each process.
+    Postgres,
 }
 
 pub use crate::threads::{ConcurrentRunPolicy, HistoryPolicy};
@@ -26,6 +29,14 @@ pub struct ThreadSettings {
     pub store: ThreadStoreKind,
     /// `redis://[user:password@]host:port[/db]` (or `rediss://`); may hold a secret: never logged.
     pub redis_url: String,
+    /// `postgres://user:password@host:port/db` (or a `key=value` string); may hold a secret:
+    /// never logged.
+    pub postgres_url: String,
+    /// `postgres` store: most connections in the pool.
+    pub postgres_pool_size: usize,
+    /// `postgres` store: longest wait to connect, for a pooled connection or for one
+    /// statement, in milliseconds.
+    pub postgres_timeout_ms: u64,
     /// Seconds a thread is kept after its last run.
     pub ttl_secs: u64,
     /// `memory` store: most threads kept (0: no bound).
@@ -46,7 +57,7 @@ pub struct ThreadSettings {
     pub scope_header: String,
     pub history: HistoryPolicy,
     pub on_concurrent_run: ConcurrentRunPolicy,
-    /// `redis` store: seconds a run's lease lasts unless renewed (a crashed replica blocks its
+    /// `redis` and `postgres` stores: seconds a run's lease lasts unless renewed (a crashed replica blocks its
     /// threads this long).
     pub lease_ttl_secs: u64,
     /// `redis` store: longest wait for a connection or a reply, in milliseconds.
@@ -58,6 +69,9 @@ impl Default for ThreadSettings {
         ThreadSettings {
             store: ThreadStoreKind::Memory,
             redis_url: "redis://127.0.0.1:6379".into(),
+            postgres_url: "postgres://agui@127.0.0.1:5432/agui".into(),
+            postgres_pool_size: 16,
+            postgres_timeout_ms: 5_000,
             ttl_secs: 7 * 24 * 3600,
             max_threads: 10_000,
             max_bytes: 256 * 1024 * 1024,
@@ -78,6 +92,9 @@ impl fmt::Debug for ThreadSettings {
         f.debug_struct("ThreadSettings")
             .field("store", &self.store)
             .field("redis_url", &crate::text::redact_url(&self.redis_url))
+            .field("postgres_url", &crate::text::redact_url(&self.postgres_url))
+            .field("postgres_pool_size", &self.postgres_pool_size)
+            .field("postgres_timeout_ms", &self.postgres_timeout_ms)
             .field("ttl_secs", &self.ttl_secs)
             .field("max_threads", &self.max_threads)
             .field("max_bytes", &self.max_bytes)

@@ -53,6 +53,12 @@ pub trait SharedLeases: Send + Sync + std::fmt::Debug + 'static {
         token: &'a str,
     ) -> BoxFuture<'a, Result<bool, StoreError>>;
 
+    /// Which of `keys` some run holds now, one answer per key in order (the list's `running`).
+    ///
+    /// # Errors
+    /// The store failed.
+    fn held<'a>(&'a self, keys: &'a [ThreadKey]) -> BoxFuture<'a, Result<Vec<bool>, StoreError>>;
+
     /// Frees `key` if `token` still holds it.
     fn release<'a>(&'a self, key: &'a ThreadKey, token: &'a str) -> BoxFuture<'a, ()>;
 
@@ -142,6 +148,26 @@ impl Leases {
             renewal,
             released: false,
         })
+    }
+
+    /// Which of `keys` a run holds: in this process, or (shared) in any.
+    ///
+    /// # Errors
+    /// The shared store failed.
+    pub async fn held(&self, keys: &[ThreadKey]) -> Result<Vec<bool>, StoreError> {
+        let here: Vec<bool> = {
+            let local = self.lock();
+            keys.iter().map(|key| local.contains_key(key)).collect()
+        };
+        let Some(shared) = self.shared.as_ref().filter(|_| !keys.is_empty()) else {
+            return Ok(here);
+        };
+        let anywhere = shared.held(keys).await?;
+        Ok(here
+            .into_iter()
+            .zip(anywhere)
+            .map(|(a, b)| a || b)
+            .collect())
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<ThreadKey, Holder>> {

@@ -3,15 +3,24 @@
 //! refuses rather than evicts, so that one scope can never push out another's threads. Records are kept serialized, so the byte
 //! bound counts what is really held and a load hands out a private copy. A save is written
 //! with the process's leases locked and only while the saving run's lease holds the thread.
+//!
+//! The list reads a per-(scope, agent) ordered index of the threads' summaries, kept by every
+//! save and removal, so a page costs its own threads (and the archived or expired ones it
+//! steps over in that scope), never a walk of other scopes.
 
+use std::cmp::Reverse;
 use std::collections::{BTreeMap, HashMap};
+use std::ops::Bound;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use futures_util::future::{BoxFuture, FutureExt};
 use tokio::time::Instant;
 
-use super::{Lease, ScopeQuota, StoreError, ThreadKey, ThreadRecord, ThreadStore};
+use super::{
+    Lease, ListQuery, ScopeQuota, StoreError, ThreadKey, ThreadPage, ThreadRecord, ThreadStore,
+    ThreadSummary,
+};
 
 /// See the module docs.
 #[derive(Debug)]
@@ -32,6 +41,18 @@ struct Lru {
     bytes: usize,
     /// What each scope holds, expired threads not yet swept included.
     scopes: HashMap<String, Usage>,
+    /// The list's index: each (scope, agent)'s threads in list order.
+    listed: HashMap<(String, String), BTreeMap<Place, Listed>>,
+}
+
+/// A thread's place in the list's order: newest first, then by thread id.
+type Place = (Reverse<i64>, String);
+
+/// What the list shows of a thread, and when it stops being shown.
+#[derive(Debug)]
+struct Listed {
+    summary: ThreadSummary,
+    expires_at: Instant,
 }
 
 /// Which quota check: a run about to start, or its save.
@@ -53,6 +74,8 @@ struct Entry {
     data: Arc<[u8]>,
     expires_at: Instant,
     tick: u64,
+    /// Its `updatedAt`: where it is in the list's index.
+    updated_at: i64,
 }
 
 impl MemoryStore {
@@ -107,7 +130,12 @@ impl MemoryStore {
         Some(data)
     }
 
-    fn save_now(&self, key: &ThreadKey, data: Arc<[u8]>) -> Result<(), StoreError> {
+    fn save_now(
+        &self,
+        key: &ThreadKey,
+        data: Arc<[u8]>,
+        summary: ThreadSummary,
+    ) -> Result<(), StoreError> {
         if self.max_bytes > 0 && data.len() > self.max_bytes {
             return Err(StoreError::TooLarge {
                 size: data.len(),
@@ -127,13 +155,26 @@ impl MemoryStore {
         usage.threads += 1;
         usage.bytes += data.len();
         lru.order.insert(tick, key.clone());
+        // A TTL too large to add to an instant is never reached.
+        let expires_at = crate::clock::after(Instant::now(), self.ttl);
+        let updated_at = summary.updated_at;
+        lru.listed
+            .entry((key.scope.clone(), key.agent.clone()))
+            .or_default()
+            .insert(
+                (Reverse(updated_at), key.thread_id.clone()),
+                Listed {
+                    summary,
+                    expires_at,
+                },
+            );
         lru.entries.insert(
             key.clone(),
             Entry {
                 data,
-                // A TTL too large to add to an instant is never reached.
-                expires_at: crate::clock::after(Instant::now(), self.ttl),
+                expires_at,
                 tick,
+                updated_at,
             },
         );
         while (self.max_threads > 0 && lru.entries.len() > self.max_threads)
@@ -145,6 +186,35 @@ impl MemoryStore {
             lru.remove(&oldest);
         }
         Ok(())
+    }
+
+    fn list_now(&self, query: &ListQuery) -> ThreadPage {
+        let mut lru = self.lock();
+        let now = Instant::now();
+        let (mut found, mut expired) = (Vec::new(), Vec::new());
+        if let Some(index) = lru.listed.get(&(query.scope.clone(), query.agent.clone())) {
+            let start = query.after.as_ref().map_or(Bound::Unbounded, |after| {
+                Bound::Excluded((Reverse(after.updated_at), after.thread_id.clone()))
+            });
+            for ((_, thread_id), listed) in index.range((start, Bound::Unbounded)) {
+                if listed.expires_at <= now {
+                    expired.push(thread_id.clone());
+                } else if query.archived.admits(listed.summary.archived) {
+                    found.push(listed.summary.clone());
+                    if found.len() > query.limit {
+                        break;
+                    }
+                }
+            }
+        }
+        for thread_id in expired {
+            lru.remove(&ThreadKey {
+                scope: query.scope.clone(),
+                agent: query.agent.clone(),
+                thread_id,
+            });
+        }
+        ThreadPage::from_overfetch(found, query.limit)
     }
 }
 
@@ -191,6 +261,13 @@ impl Lru {
         };
         self.order.remove(&entry.tick);
         self.bytes -= entry.data.len();
+        let list = (key.scope.clone(), key.agent.clone());
+        if let Some(index) = self.listed.get_mut(&list) {
+            index.remove(&(Reverse(entry.updated_at), key.thread_id.clone()));
+            if index.is_empty() {
+                self.listed.remove(&list);
+            }
+        }
         if let Some(usage) = self.scopes.get_mut(&key.scope) {
             usage.threads -= 1;
             usage.bytes -= entry.data.len();
@@ -222,8 +299,9 @@ impl ThreadStore for MemoryStore {
         let result = serde_json::to_vec(record)
             .map_err(StoreError::Encode)
             .and_then(|data| {
+                let summary = record.summary(&lease.key().thread_id);
                 lease
-                    .while_held(|| self.save_now(lease.key(), data.into()))
+                    .while_held(|| self.save_now(lease.key(), data.into(), summary))
                     .unwrap_or(Err(StoreError::LeaseLost))
             });
         std::future::ready(result).boxed()
@@ -232,6 +310,10 @@ impl ThreadStore for MemoryStore {
     fn delete<'a>(&'a self, key: &'a ThreadKey) -> BoxFuture<'a, Result<bool, StoreError>> {
         let removed = self.lock().remove(key);
         std::future::ready(Ok(removed)).boxed()
+    }
+
+    fn list<'a>(&'a self, query: &'a ListQuery) -> BoxFuture<'a, Result<ThreadPage, StoreError>> {
+        std::future::ready(Ok(self.list_now(query))).boxed()
     }
 
     fn admit<'a>(&'a self, key: &'a ThreadKey) -> BoxFuture<'a, Result<(), StoreError>> {
@@ -271,6 +353,8 @@ mod tests {
             created_at: 1,
             updated_at: 2,
             lineage: Default::default(),
+            title: None,
+            archived: false,
         }
     }
 

@@ -1,7 +1,9 @@
-//! Threads the server remembers: the [`ThreadStore`] trait and its `memory` and `redis`
-//! backends, the per-thread run lease, the ledger of carried-out approval decisions, the recorder
-//! that turns a run's events into the conversation the client holds afterwards, the runs and
-//! branches a thread keeps (`lineage`), and the check of a client's history against that record. A thread is keyed by (scope, agent, threadId): the scope is who is asking, so a
+//! Threads the server remembers: the [`ThreadStore`] trait and its `memory`, `redis` and
+//! `postgres` backends, the thread list ([`list`]), the per-thread run lease, the ledger of
+//! carried-out approval decisions, the recorder that turns a run's events into the
+//! conversation the client holds afterwards, the runs and branches a thread keeps
+//! (`lineage`), and the check of a client's history against that record. A thread is keyed by
+//! (scope, agent, threadId): the scope is who is asking, so a
 //! thread id is never an authorization token, and a thread of another scope looks exactly like
 //! a missing one. Uses `protocol` only (its policies are its own types, built at assembly);
 //! the session drives it.
@@ -9,7 +11,9 @@
 mod lease;
 pub mod ledger;
 pub mod lineage;
+pub mod list;
 mod memory;
+pub mod postgres;
 pub mod recorder;
 pub mod redis;
 pub mod verify;
@@ -28,7 +32,9 @@ use crate::protocol::{Interrupt, Message};
 pub use lease::{Lease, LeaseError, Leases, SharedLeases};
 pub use ledger::{DecisionKey, DecisionLedger, MemoryLedger, RedisLedger};
 pub use lineage::{Lineage, RunMark};
+pub use list::{ArchivedFilter, ListCursor, ListQuery, ThreadPage, ThreadStatus, ThreadSummary};
 pub use memory::MemoryStore;
+pub use postgres::{PostgresLeases, PostgresLedger, PostgresStore};
 pub use recorder::{RecordedRun, ThreadRecorder};
 pub use redis::{RedisLeases, RedisStore};
 
@@ -91,6 +97,13 @@ pub struct ThreadRecord {
     /// Milliseconds since the Unix epoch.
     pub created_at: i64,
     pub updated_at: i64,
+    /// Set by `PATCH`; `None`: the list derives one from the first user message. Absent from
+    /// records saved before titles existed, which load as untitled.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub title: Option<String>,
+    /// Hidden from the list unless asked for (`?archived=true|all`); runs go on as before.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub archived: bool,
     /// The runs kept and the branches forks left (see [`lineage`]); empty in a record saved
     /// before runs were kept.
     #[serde(default, skip_serializing_if = "Lineage::is_empty")]
@@ -190,6 +203,10 @@ pub trait ThreadStore: Send + Sync + std::fmt::Debug + 'static {
     ) -> BoxFuture<'a, Result<(), StoreError>>;
     /// Forgets the thread; `true` when there was one.
     fn delete<'a>(&'a self, key: &'a ThreadKey) -> BoxFuture<'a, Result<bool, StoreError>>;
+    /// One page of a scope's threads of one agent, in the list's order (see [`list`]), from a
+    /// per-scope index: never a scan of other scopes' threads. Expired threads are never
+    /// listed. [`ThreadStatus::Running`] is left to the leases ([`Threads::list`]).
+    fn list<'a>(&'a self, query: &'a ListQuery) -> BoxFuture<'a, Result<ThreadPage, StoreError>>;
     /// Whether a run on the thread may start, by its scope's quota: a thread the scope does
     /// not hold yet needs room in its count, any thread a scope within its bytes. Asked before
     /// the run, so a caller at its quota is told so with a 4xx instead of after the model has
@@ -277,6 +294,25 @@ impl ThreadBackends {
     }
 }
 
+impl ThreadBackends {
+    /// Everything in the Postgres database `pool` leads to (already migrated,
+    /// [`postgres::connect`]): threads, leases and decisions shared by replicas, each record at
+    /// most `max_bytes` and kept `ttl`; a run's lease lasts `lease_ttl` unrenewed.
+    pub fn postgres(
+        pool: &deadpool_postgres::Pool,
+        (ttl, lease_ttl): (Duration, Duration),
+        max_bytes: usize,
+        quota: ScopeQuota,
+    ) -> Self {
+        let store = PostgresStore::new(pool.clone(), ttl, max_bytes).with_scope_quota(quota);
+        ThreadBackends {
+            store: Arc::new(store),
+            leases: Leases::shared(Arc::new(PostgresLeases::new(pool.clone(), lease_ttl))),
+            ledger: Arc::new(PostgresLedger::new(pool.clone())),
+        }
+    }
+}
+
 /// How the thread service treats runs and requests (from `[threads]`, built at assembly).
 #[derive(Debug, Clone)]
 pub struct ThreadPolicies {
@@ -325,6 +361,80 @@ impl Threads {
             }
             loaded => loaded,
         }
+    }
+}
+
+/// What `PATCH /<agent>/threads/<id>` changes; `None`: left as it is.
+#[derive(Debug, Clone, Default)]
+pub struct ThreadEdit {
+    /// `Some(None)` clears the title (the list derives one again).
+    pub title: Option<Option<String>>,
+    pub archived: Option<bool>,
+}
+
+/// Why an edit was not made.
+#[derive(Debug, thiserror::Error)]
+pub enum EditError {
+    #[error("no such thread")]
+    NotFound,
+    #[error(transparent)]
+    Lease(#[from] LeaseError),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+impl Threads {
+    /// A page of the query's threads, each marked running when a run holds its lease.
+    ///
+    /// # Errors
+    /// The store is not answering.
+    pub async fn list(&self, query: &ListQuery) -> Result<ThreadPage, StoreError> {
+        let mut page = self.store.list(query).await?;
+        let keys: Vec<ThreadKey> = page
+            .threads
+            .iter()
+            .map(|summary| ThreadKey {
+                scope: query.scope.clone(),
+                agent: query.agent.clone(),
+                thread_id: summary.thread_id.clone(),
+            })
+            .collect();
+        let running = self.leases.held(&keys).await?;
+        for (summary, running) in page.threads.iter_mut().zip(running) {
+            if running {
+                summary.status = ThreadStatus::Running;
+            }
+        }
+        Ok(page)
+    }
+
+    /// Renames or (un)archives a thread. Written under the thread's lease like a run's save,
+    /// so an edit and a run never overwrite each other: while a run streams the edit is
+    /// [`LeaseError::Busy`]. `updatedAt` is left alone: an edit does not move a thread up the
+    /// list.
+    ///
+    /// # Errors
+    /// No such thread, a run holds it, or the store failed.
+    pub async fn edit(
+        &self,
+        key: &ThreadKey,
+        edit: ThreadEdit,
+    ) -> Result<ThreadSummary, EditError> {
+        let lease = self.leases.acquire(key, false).await?;
+        let edited = async {
+            let mut record = self.load(key).await?.ok_or(EditError::NotFound)?;
+            if let Some(title) = edit.title {
+                record.title = title;
+            }
+            if let Some(archived) = edit.archived {
+                record.archived = archived;
+            }
+            self.store.save(&lease, &record).await?;
+            Ok(record.summary(&key.thread_id))
+        }
+        .await;
+        lease.release().await;
+        edited
     }
 }
 

@@ -23,6 +23,9 @@ pub struct ThreadRecorder {
     state: Option<Value>,
     interrupts: Vec<Interrupt>,
     server_results: BTreeSet<String>,
+    /// Kept from the previous record: a run neither renames nor unarchives its thread.
+    title: Option<String>,
+    archived: bool,
     /// The thread's runs and branches with this run on its branch (its message count set at
     /// the end).
     lineage: Lineage,
@@ -52,15 +55,18 @@ impl ThreadRecorder {
             parent_run_id: run.parent_run_id.map(str::to_owned),
             messages: 0,
         };
-        let (created_at, server_results, lineage) = match previous {
+        // A run neither renames nor unarchives its thread: both are kept from the record.
+        let (created_at, server_results, (title, archived), lineage) = match previous {
             Some(record) => (
                 record.created_at,
                 record.server_results,
+                (record.title, record.archived),
                 record.lineage.after_run(record.messages, mark, &messages),
             ),
             None => (
                 now_millis(),
                 BTreeSet::new(),
+                (None, false),
                 Lineage::default().after_run(Vec::new(), mark, &messages),
             ),
         };
@@ -69,6 +75,8 @@ impl ThreadRecorder {
             run_id: run.run_id.to_owned(),
             created_at,
             server_results,
+            title,
+            archived,
             messages,
             state,
             interrupts: Vec::new(),
@@ -180,6 +188,8 @@ impl ThreadRecorder {
             created_at: self.created_at,
             updated_at: now_millis(),
             lineage: self.lineage,
+            title: self.title,
+            archived: self.archived,
         }
     }
 

@@ -288,6 +288,8 @@ mod tests {
             created_at: 0,
             updated_at: 0,
             lineage: Default::default(),
+            title: None,
+            archived: false,
         }
     }
 

@@ -9,8 +9,8 @@
 #![allow(clippy::needless_pass_by_value)]
 
 /// One test per behaviour and thread store: each listed `async fn(Backend)` of the module runs
-/// once with the memory store and once with a real `redis-server`, as `memory::<name>` and
-/// `redis::<name>`. Defined before the modules, so every one of them can use it.
+/// once with the memory store, once with a real `redis-server` and once with a real
+/// PostgreSQL, as `memory::<name>`, `redis::<name>` and `postgres::<name>`. Defined before the modules, so every one of them can use it.
 macro_rules! for_each_store {
     ($($behaviour:ident),* $(,)?) => {
         mod memory {
@@ -25,6 +25,12 @@ macro_rules! for_each_store {
                 super::$behaviour(crate::threads::Backend::redis().await).await;
             })*
         }
+        mod postgres {
+            $(#[tokio::test]
+            async fn $behaviour() {
+                super::$behaviour(crate::threads::Backend::postgres().await).await;
+            })*
+        }
     };
 }
 
@@ -32,6 +38,7 @@ mod fake_llm;
 mod fake_messages;
 mod fake_responses;
 mod helpers;
+mod postgres_server;
 mod redis_server;
 mod verify;
 
@@ -77,7 +84,9 @@ mod shared_state;
 mod shutdown;
 mod slow_clients;
 mod telemetry;
+mod thread_list;
 mod threads;
+mod threads_postgres;
 mod upstream_errors;
 mod upstream_network;
 mod upstream_request;

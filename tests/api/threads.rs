@@ -1,5 +1,5 @@
-//! Threads the server remembers (issue 14), against both stores: the in-process `memory` store
-//! and a real `redis-server`. Each behaviour is one function run by a test per backend (the
+//! Threads the server remembers (issue 14), against every store: the in-process `memory`
+//! store, a real `redis-server` and a real PostgreSQL. Each behaviour is one function run by a test per backend (the
 //! `for_each_store!` list at the end); what only one store has (LRU, restarts, a lease across
 //! processes) is tested on that store alone.
 //!
@@ -17,6 +17,7 @@ use crate::approvals::{
 };
 use crate::fake_llm::{chunks, Reply};
 use crate::helpers::*;
+use crate::postgres_server::PostgresServer;
 use crate::redis_server::RedisServer;
 use crate::verify::{assert_0x_compatible, assert_well_formed};
 
@@ -25,6 +26,7 @@ use crate::verify::{assert_0x_compatible, assert_well_formed};
 pub(crate) enum Backend {
     Memory,
     Redis(RedisServer),
+    Postgres(PostgresServer),
 }
 
 impl Backend {
@@ -37,12 +39,20 @@ impl Backend {
         Backend::Redis(RedisServer::start().await)
     }
 
+    pub(crate) async fn postgres() -> Backend {
+        Backend::Postgres(PostgresServer::start().await)
+    }
+
     pub(crate) fn configure(&self, settings: &mut Settings) {
         match self {
             Backend::Memory => settings.threads.store = ThreadStoreKind::Memory,
             Backend::Redis(server) => {
                 settings.threads.store = ThreadStoreKind::Redis;
                 settings.threads.redis_url = server.url();
+            }
+            Backend::Postgres(server) => {
+                settings.threads.store = ThreadStoreKind::Postgres;
+                settings.threads.postgres_url = server.url();
             }
         }
     }
@@ -230,6 +240,8 @@ async fn hydrate_after_an_interrupt_and_an_approval_runs_once(backend: Backend) 
     assert_eq!(app.upstream_bodies().len(), 1);
     let thread: Value = get_thread(&app, &[], "t1").await.json().await.unwrap();
     assert_eq!(thread["interrupts"][0]["id"], id.as_str(), "{thread}");
+    let listed: Value = app.get("/assistant/threads").await.json().await.unwrap();
+    assert_eq!(listed["threads"][0]["status"], "interrupted", "{listed}");
 
     // Approved from the hydrated history: the tool runs once.
     let history = snapshot_messages(&hydrated);
@@ -240,6 +252,8 @@ async fn hydrate_after_an_interrupt_and_an_approval_runs_once(backend: Backend) 
     );
     assert_well_formed(&app.run_events("/", &approve).await);
     assert_eq!(service.calls_of("transfer_money").len(), 1);
+    let listed: Value = app.get("/assistant/threads").await.json().await.unwrap();
+    assert_eq!(listed["threads"][0]["status"], "idle", "{listed}");
 
     // The same answer replayed with the result dropped from the history runs nothing: the
     // server puts its recorded result back, so the call is already answered.
@@ -446,13 +460,26 @@ async fn a_trusted_proxy_header_is_the_scope(backend: Backend) {
 
 // ---- Expiry -----------------------------------------------------------------------------------
 
+/// The threads `GET /assistant/threads` lists in the development scope.
+async fn listed(app: &TestApp) -> Value {
+    let page: Value = app.get("/assistant/threads").await.json().await.unwrap();
+    page["threads"].clone()
+}
+
 async fn a_thread_expires_after_its_ttl(backend: Backend) {
     let app = backend.app(|settings| settings.threads.ttl_secs = 1).await;
     app.fake
         .push(Reply::Sse(chunks::text_reply(&["Short-lived."])));
     app.run_events("/", &input(vec![user("Hi")])).await;
     assert_eq!(get_thread(&app, &[], "t1").await.status(), 200);
+    assert_eq!(listed(&app).await.as_array().unwrap().len(), 1);
     tokio::time::sleep(Duration::from_millis(1500)).await;
+    // Listed first, so that the list itself must leave the expired thread out.
+    assert_eq!(
+        listed(&app).await,
+        json!([]),
+        "an expired thread is not listed"
+    );
     let response = get_thread(&app, &[], "t1").await;
     assert_eq!(response.status(), 404);
     assert_eq!(
@@ -712,11 +739,10 @@ async fn supersede_ends_the_older_run(backend: Backend) {
     );
 }
 
-#[tokio::test]
-async fn redis_the_lease_holds_across_processes() {
-    let redis = Backend::redis().await;
-    let one = redis.app(|_| {}).await;
-    let two = redis.app(|_| {}).await;
+/// What only a store shared by processes has: the lease holds across them (Redis, Postgres).
+async fn the_lease_holds_across_processes(shared: Backend) {
+    let one = shared.app(|_| {}).await;
+    let two = shared.app(|_| {}).await;
     one.fake.push(slow_reply());
     let mut first = EventReader::new(one.post_run("/", &input(vec![user("Hi")])).await);
     assert_eq!(first.next().await.unwrap()["type"], "RUN_STARTED");
@@ -778,14 +804,12 @@ async fn redis_gone_is_a_clear_503_before_any_stream() {
 /// Across replicas a superseded run learns of it only at its next lease renewal (a third of
 /// the lease TTL later); if it ends before then, its save must still be refused, or its stale
 /// record would replace the newer run's.
-#[tokio::test]
-async fn redis_a_run_superseded_on_another_replica_cannot_overwrite_the_newer_record() {
-    let redis = Backend::redis().await;
+async fn a_run_superseded_on_another_replica_cannot_overwrite_the_newer_record(shared: Backend) {
     let supersede = |settings: &mut Settings| {
         settings.threads.on_concurrent_run = ConcurrentRunPolicy::Supersede
     };
-    let one = redis.app(supersede).await;
-    let two = redis.app(supersede).await;
+    let one = shared.app(supersede).await;
+    let two = shared.app(supersede).await;
     // The older run ends well inside its renewal window, so it never hears it was superseded.
     let events = an_older_run_and_a_newer_one(&one, &two).await;
     assert_eq!(
@@ -803,11 +827,9 @@ async fn redis_a_run_superseded_on_another_replica_cannot_overwrite_the_newer_re
     assert_eq!(messages[1]["content"], "The newer answer.");
 }
 
-#[tokio::test]
-async fn redis_a_restart_keeps_every_thread() {
-    let redis = Backend::redis().await;
+async fn a_restart_keeps_every_thread(shared: Backend) {
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let (app, server) = spawn_app_until(|settings| redis.configure(settings), async move {
+    let (app, server) = spawn_app_until(|settings| shared.configure(settings), async move {
         let _ = stopped.await;
     })
     .await;
@@ -821,7 +843,7 @@ async fn redis_a_restart_keeps_every_thread() {
     stop.send(()).unwrap();
     server.await.unwrap().unwrap();
 
-    let restarted = redis.app(|_| {}).await;
+    let restarted = shared.app(|_| {}).await;
     for thread in ["t-1", "t-2"] {
         let mut body = run_input("r2", vec![]);
         body["threadId"] = json!(thread);
@@ -966,4 +988,28 @@ for_each_store!(
     an_echoed_answer_on_an_unknown_thread_is_not_a_forged_result,
     a_second_run_on_a_busy_thread_gets_409,
     supersede_ends_the_older_run,
+);
+
+/// Each behaviour of a store shared by processes, on Redis and on Postgres.
+macro_rules! for_each_shared_store {
+    ($($behaviour:ident),* $(,)?) => {
+        mod shared_redis {
+            $(#[tokio::test]
+            async fn $behaviour() {
+                super::$behaviour(super::Backend::redis().await).await;
+            })*
+        }
+        mod shared_postgres {
+            $(#[tokio::test]
+            async fn $behaviour() {
+                super::$behaviour(super::Backend::postgres().await).await;
+            })*
+        }
+    };
+}
+
+for_each_shared_store!(
+    the_lease_holds_across_processes,
+    a_run_superseded_on_another_replica_cannot_overwrite_the_newer_record,
+    a_restart_keeps_every_thread,
 );

@@ -1,7 +1,6 @@
 //! The turn state machine (`Turn`) and the history helpers, fed model events directly: what
 //! each model event becomes, in what order, and what a turn leaves for the history.
 
-
 use super::*;
 use crate::llm::LlmEvent;
 use crate::protocol::TextRole;

@@ -149,6 +149,54 @@ async fn redis_a_replay_on_another_replica_after_delete_runs_nothing() {
     assert_eq!(service.calls_of("transfer_money").len(), 1);
 }
 
+/// On Postgres the ledger is a table: a server restarted on the same database (a new app, its
+/// approval key shared with the old one) still knows the decision ran, so the same answer
+/// replayed after the restart runs nothing; and the thread is still there.
+#[tokio::test]
+async fn postgres_a_restart_keeps_the_ledger_and_a_replay_runs_nothing() {
+    let database = crate::threads::Backend::postgres().await;
+    let service = ToolService::start().await;
+    let configure = |settings: &mut Settings, tools| {
+        with_tools(settings, tools);
+        database.configure(settings);
+        settings.security.approval_keys = vec![SHARED_KEY.into()];
+    };
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let (before, server) = spawn_app_until(
+        |settings| configure(settings, vec![transfer_tool(&service, false)]),
+        async move {
+            let _ = stopped.await;
+        },
+    )
+    .await;
+    let (events, history) = interrupted_transfer(&before, &service).await;
+    let id = interrupt_id(&events, "call_1");
+    let approve = resume_input(history, json!([resolved(&id, json!({"approved": true}))]));
+    before.fake.push(Reply::Sse(chunks::text_reply(&["Sent."])));
+    assert_success(&before.run_events("/", &approve).await);
+    assert_eq!(service.calls_of("transfer_money").len(), 1);
+    stop.send(()).unwrap();
+    server.await.unwrap().unwrap();
+
+    let after =
+        spawn_app(|settings| configure(settings, vec![transfer_tool(&service, false)])).await;
+    let thread = after.get("/assistant/threads/t1").await;
+    assert_eq!(thread.status(), 200, "the thread outlived the restart");
+    after
+        .fake
+        .push(Reply::Sse(chunks::text_reply(&["Nothing more to do."])));
+    let events = after
+        .run_events("/", &with_run_id(approve, "r-after-restart"))
+        .await;
+    assert_success(&events);
+    assert_eq!(
+        service.calls_of("transfer_money").len(),
+        1,
+        "a replay after the restart ran the tool again: {:?}",
+        types(&events)
+    );
+}
+
 /// An approval id minted for one scope (token A) is refused for another (token B) on the same
 /// thread id, with or without a thread store; A's own answer still runs the call once.
 #[tokio::test]

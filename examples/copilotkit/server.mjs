@@ -84,8 +84,32 @@ function serveStatic(req, res) {
   fs.createReadStream(file).pipe(res);
 }
 
+/**
+ * `GET /api/threads`: the caller's conversations with the agent, from agui-host's thread list
+ * (docs/threads.md#the-thread-list). The page's headers go along, as for its runs: agui-host
+ * scopes threads by who asks.
+ */
+async function listThreads(req, res) {
+  const headers = {};
+  for (const name of ["authorization", "cookie"]) {
+    if (req.headers[name]) headers[name] = req.headers[name];
+  }
+  try {
+    const upstream = await fetch(`${aguiHost}/${agentRoute}/threads?limit=50`, { headers });
+    res.writeHead(upstream.status, { "content-type": "application/json", "cache-control": "no-store" });
+    res.end(await upstream.text());
+  } catch (error) {
+    res.writeHead(502, { "content-type": "application/json" });
+    res.end(JSON.stringify({ error: { code: "upstream_unreachable", message: String(error) } }));
+  }
+}
+
 const server = http.createServer((req, res) => {
   const pathname = new URL(req.url, "http://localhost").pathname;
+  if (pathname === "/api/threads" && req.method === "GET") {
+    listThreads(req, res);
+    return;
+  }
   if (pathname === BASE_PATH || pathname.startsWith(`${BASE_PATH}/`)) {
     Promise.resolve(copilotkit(req, res)).catch((error) => {
       console.error("copilotkit runtime:", error);

@@ -207,10 +207,8 @@ impl ThreadRecorder {
     fn append_text(&mut self, id: &str, delta: &str) {
         match self.messages.iter_mut().rev().find(|m| m.id() == id) {
             Some(Message::Assistant(message)) => {
-                message
-                    .content
-                    .get_or_insert_with(String::new)
-                    .push_str(delta);
+                // Grown by a quarter, not doubled: the reply is held until the run's save.
+                crate::text::push_growing(message.content.get_or_insert_with(String::new), delta);
             }
             Some(Message::User(message)) => {
                 if let Content::Text(text) = &mut message.content {
@@ -245,7 +243,7 @@ impl ThreadRecorder {
             _ => None,
         });
         if let Some(call) = call {
-            call.function.arguments.push_str(delta);
+            crate::text::push_growing(&mut call.function.arguments, delta);
         }
     }
 }

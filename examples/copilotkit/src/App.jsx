@@ -11,7 +11,7 @@ const AGENT = "recipe";
 const THREAD_KEY = "agui-host-example.recipe-thread";
 
 /**
- * The page's one conversation, kept across reloads: its thread id lives in localStorage. Given
+ * The conversation on screen, kept across reloads: its thread id lives in localStorage. Given
  * to the chat, it makes CopilotKit connect to that thread on load, which the runtime answers
  * from agui-host's thread store (server.mjs), so the chat and the recipe come back.
  */
@@ -25,7 +25,31 @@ function pageThreadId() {
 }
 
 export function App() {
-  const [threadId] = useState(pageThreadId);
+  const [threadId, setThreadId] = useState(pageThreadId);
+  // Bumped when a run ends, so the thread list shows the conversation's new title and length.
+  const [listVersion, setListVersion] = useState(0);
+  const choose = useCallback((id) => {
+    localStorage.setItem(THREAD_KEY, id);
+    setThreadId(id);
+  }, []);
+  const onRunEnded = useCallback(() => setListVersion((n) => n + 1), []);
+  return (
+    <div className="page">
+      <ThreadList
+        current={threadId}
+        version={listVersion}
+        onChoose={choose}
+        onNew={() => choose(crypto.randomUUID())}
+      />
+      {/* One provider per conversation: switching remounts it, so CopilotKit connects to the
+          chosen thread as on a page load, with nothing of the other conversation left. */}
+      <Conversation key={threadId} threadId={threadId} onRunEnded={onRunEnded} />
+    </div>
+  );
+}
+
+/** One conversation: the chat and the recipe of thread `threadId`. */
+function Conversation({ threadId, onRunEnded }) {
   // Where the latest change stands: null (none yet), "writing" (the recipe is streaming in),
   // "pending" (waiting for the person), "approved" or "rejected".
   const [phase, setPhase] = useState(null);
@@ -33,6 +57,7 @@ export function App() {
   return (
     <CopilotKitProvider runtimeUrl="/api/copilotkit" agentId={AGENT} enableInspector={false}>
       <ApprovalTool onDecision={setPhase} />
+      <RunWatcher onRunEnded={onRunEnded} />
       <main className="layout">
         <RecipeView phase={phase} onWriting={onWriting} />
         <section className="chat" aria-label="Chat">
@@ -47,6 +72,64 @@ export function App() {
       </main>
     </CopilotKitProvider>
   );
+}
+
+/**
+ * The caller's conversations with the agent, newest first, from agui-host's thread list
+ * (`GET /recipe/threads`, through server.mjs): each opens its thread; "New conversation" starts
+ * one. A new conversation is listed once its first run is saved.
+ */
+function ThreadList({ current, version, onChoose, onNew }) {
+  const [threads, setThreads] = useState([]);
+  useEffect(() => {
+    let live = true;
+    fetch("/api/threads")
+      .then((response) => (response.ok ? response.json() : { threads: [] }))
+      .then((body) => live && setThreads(body.threads ?? []))
+      .catch(() => {});
+    return () => {
+      live = false;
+    };
+  }, [current, version]);
+  return (
+    <nav className="threads" aria-label="Conversations">
+      <button type="button" className="new-thread" data-testid="new-thread" onClick={onNew}>
+        New conversation
+      </button>
+      <ul>
+        {threads.map((thread) => (
+          <li key={thread.threadId}>
+            <button
+              type="button"
+              className="thread"
+              data-testid="thread-item"
+              data-thread-id={thread.threadId}
+              aria-current={thread.threadId === current ? "page" : undefined}
+              onClick={() => onChoose(thread.threadId)}
+            >
+              <span className="thread-title">{thread.title ?? "Untitled"}</span>
+              <span className="thread-meta">
+                {thread.messageCount} messages{thread.status === "interrupted" ? " · waiting" : ""}
+              </span>
+            </button>
+          </li>
+        ))}
+      </ul>
+    </nav>
+  );
+}
+
+/** Tells the page when a run of the conversation ends (finished or failed). */
+function RunWatcher({ onRunEnded }) {
+  const { agent } = useAgent({ agentId: AGENT });
+  useEffect(() => {
+    const { unsubscribe } = agent.subscribe({
+      onRunFinishedEvent: () => onRunEnded(),
+      onRunErrorEvent: () => onRunEnded(),
+    });
+    return unsubscribe;
+  }, [agent, onRunEnded]);
+  return null;
 }
 
 /**

@@ -3,8 +3,8 @@
 // real agui-host (offline model, examples/copilotkit/agent.toml). It types a request, sees the
 // recipe fill in while the tool call streams (predictive state), answers the approval card, and
 // checks what each answer does; then that a reload, and a restart of the runtime, bring the
-// conversation back from agui-host's thread store, and that it goes on. Screenshots go to
-// artifacts/ (ARTIFACTS_DIR).
+// conversation back from agui-host's thread store, and that it goes on; and that the thread
+// list switches between two conversations. Screenshots go to artifacts/ (ARTIFACTS_DIR).
 //
 //   AGUI_HOST_BIN   the agui-host binary (default: target/debug/agui-host of the repository)
 //   CHROMIUM_BIN    the browser (default /usr/bin/chromium)
@@ -276,6 +276,11 @@ describe("CopilotKit example in Chromium", () => {
     return { page, problems };
   }
 
+  /** The chat's messages (the thread list beside it shows the same first messages as titles). */
+  function chatOf(page) {
+    return page.locator('section[aria-label="Chat"]');
+  }
+
   async function reloadPage(page) {
     await page.reload();
     await page.getByTestId("copilot-chat-textarea").waitFor();
@@ -378,7 +383,7 @@ describe("CopilotKit example in Chromium", () => {
 
   /** After a reload: the approved run is on screen again, as the chat and as the recipe. */
   async function expectApprovedRunShown(page) {
-    await page.getByText(PROMPT).waitFor();
+    await chatOf(page).getByText(PROMPT).waitFor();
     await page.getByTestId("approval-outcome").filter({ hasText: "Approved" }).waitFor();
     await page.getByText("Recipe saved.").waitFor();
     await page.getByText("The tool returned: Recipe updated.").waitFor();
@@ -498,7 +503,7 @@ describe("CopilotKit example in Chromium", () => {
     await askForRecipe(page, "pending");
 
     await reloadPage(page);
-    await page.getByText(PROMPT).waitFor();
+    await chatOf(page).getByText(PROMPT).waitFor();
     await recipeStatus(page, "awaiting approval");
     await expectFullRecipe(page);
     await shot(page, "pending-1-reloaded");
@@ -508,6 +513,61 @@ describe("CopilotKit example in Chromium", () => {
     const { messages } = await storedThread(page);
     const updates = messages.filter((message) => message.role === "tool" && message.content === "Recipe updated.");
     assert.equal(updates.length, 1, JSON.stringify(messages));
+
+    assert.deepEqual(problems, []);
+  });
+
+  /** Waits until the chat shows the offline model's reply to `said`, and is idle again. */
+  async function expectReplyTo(page, said) {
+    await page.getByText(`You said: "${said}"`).waitFor({ timeout: 20_000 });
+    await page.waitForFunction(() => !document.querySelector('[data-testid="copilot-loading-cursor"]'));
+  }
+
+  /** The thread list's item titled `title`. */
+  function threadItem(page, title) {
+    return page.getByTestId("thread-item").filter({ hasText: title });
+  }
+
+  test("two conversations: the thread list switches between them, and after a reload the second goes on", async (t) => {
+    const { page, problems } = await openPage(t);
+    const chat = chatOf(page);
+    const first = "hello from the first conversation";
+    const second = "hello from the second conversation";
+    await sendMessage(page, first);
+    await expectReplyTo(page, first);
+    await threadItem(page, first).waitFor();
+
+    await page.getByTestId("new-thread").click();
+    await page.getByTestId("copilot-chat-textarea").waitFor();
+    assert.equal(await chat.getByText(first).count(), 0, "a new conversation starts empty");
+    await sendMessage(page, second);
+    await expectReplyTo(page, second);
+    await threadItem(page, second).waitFor();
+    assert.equal(await threadItem(page, first).count(), 1);
+    await shot(page, "threads-1-two");
+
+    // Back to the first: its messages, none of the second's.
+    await threadItem(page, first).click();
+    await page.getByText(`You said: "${first}"`).waitFor();
+    assert.equal(await chat.getByText(second).count(), 0);
+    assert.equal(await threadItem(page, first).getAttribute("aria-current"), "page");
+    // And to the second again.
+    await threadItem(page, second).click();
+    await page.getByText(`You said: "${second}"`).waitFor();
+    assert.equal(await chat.getByText(first).count(), 0);
+
+    // A reload keeps the second on screen, and it goes on.
+    await reloadPage(page);
+    await page.getByText(`You said: "${second}"`).waitFor();
+    assert.equal(await chat.getByText(first).count(), 0);
+    await sendMessage(page, "and once more");
+    await expectReplyTo(page, "and once more");
+    await threadItem(page, second).filter({ hasText: "4 messages" }).waitFor();
+    const thread = await storedThread(page);
+    const users = thread.messages.filter((message) => message.role === "user").map((message) => message.content);
+    assert.deepEqual(users, [second, "and once more"]);
+    assert.equal(await threadItem(page, first).filter({ hasText: "2 messages" }).count(), 1);
+    await shot(page, "threads-2-goes-on");
 
     assert.deepEqual(problems, []);
   });

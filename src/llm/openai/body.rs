@@ -196,6 +196,15 @@ where
                 Ok(None) => self.on_end(None, &mut out),
                 Err(TimedOut) => self.on_idle(&mut out),
             }
+            // One event from one read (a model at its own pace: nearly every read) is handed
+            // on directly: the queue then never takes a first block of four events that it
+            // would keep for the stream's whole life.
+            if out.len() == 1 {
+                if let Some(item) = out.pop() {
+                    self.decoded = out;
+                    return Poll::Ready(Some(item));
+                }
+            }
             // The queue is empty here (reads happen only then), so what merges is one piece's.
             if self.merge_deltas {
                 for item in out.drain(..) {

@@ -197,7 +197,11 @@ pub(super) fn drive(
     // Attached before the driver starts, so the run never looks abandoned at its start.
     let first_reader = writer.start();
     let tasks = pump.tasks().clone();
-    tasks.spawn(drive_run(writer, stop, pump, (grace, thread)).instrument(span));
+    let abandoned = writer.abandoned(grace);
+    // The drive is made here and handed to the task whole: made inside it from the pump, the
+    // task's future would keep a second place for the pump beside the drive's.
+    let drive = sink::drive(pump, LogSink { writer, thread });
+    tasks.spawn(drive_run(drive, abandoned, stop, grace).instrument(span));
     match first_reader {
         Ok(reader) => reader_body(reader, None, keep_alive),
         // A new log starts at 0; should that ever change, fail the connection, not the run.
@@ -210,6 +214,10 @@ pub(super) fn drive(
 /// The run's log as the sink of its pump.
 struct LogSink {
     writer: Box<dyn RunWriter>,
+    /// The run's thread and its context for connecting clients, noted before the first batch
+    /// (here rather than before the drive, so the drive's task holds no second place for the
+    /// pump while it waits on that).
+    thread: Option<(String, Bytes)>,
 }
 
 impl FrameSink for LogSink {
@@ -227,6 +235,9 @@ impl FrameSink for LogSink {
     }
 
     async fn send(&mut self, batch: Batch, terminal: bool) -> bool {
+        if let Some((thread_id, context)) = self.thread.take() {
+            self.writer.on_thread(&thread_id, context).await;
+        }
         self.writer.append(batch, terminal).await;
         true
     }
@@ -236,16 +247,11 @@ impl FrameSink for LogSink {
 /// else, for `grace`: the stop reaches the pump as a stop request, which ends the run with its
 /// terminal event, so the drive goes on until then (one task, no watchdog of its own).
 async fn drive_run(
-    mut writer: Box<dyn RunWriter>,
+    drive: impl std::future::Future<Output = ()>,
+    abandoned: futures_util::future::BoxFuture<'static, ()>,
     stop: tokio_util::sync::CancellationToken,
-    pump: Pump,
-    (grace, thread): (Duration, Option<(String, Bytes)>),
+    grace: Duration,
 ) {
-    if let Some((thread_id, context)) = thread {
-        writer.on_thread(&thread_id, context).await;
-    }
-    let abandoned = writer.abandoned(grace);
-    let drive = sink::drive(pump, LogSink { writer });
     tokio::pin!(drive);
     tokio::select! {
         () = &mut drive => return,

@@ -8,7 +8,8 @@
 //! its save is not read yet), the stream is the run's `RUN_STARTED`, a `MESSAGES_SNAPSHOT` of
 //! the record's messages and the run's new ones, a `STATE_SNAPSHOT`, then the run's own frames
 //! after its `RUN_STARTED`, live until its terminal event: every message once. Otherwise the
-//! stream is the record as a finished run, as a hydrate answers it.
+//! stream is the record as a finished run, the updates a hydrate answers with too
+//! ([`record_updates`]).
 
 use bytes::Bytes;
 use futures_util::stream::{self, StreamExt};
@@ -16,6 +17,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::{logged, Refused, RunBody, Sessions};
+use crate::agent::AgentUpdate;
 use crate::protocol::{
     write_frame, Event, EventBody, Message, MessagesSnapshot, ProtocolVersion, RunEncoder,
     RunStarted,
@@ -161,29 +163,26 @@ impl Sessions {
     }
 }
 
-/// The thread's record as a run that has finished: its conversation, state and the interrupts
-/// it waits on.
+/// The thread's record as a run that has finished, as a hydrate answers it: its conversation,
+/// state and the interrupts it waits on.
 fn record_as_run(thread_id: &str, record: ThreadRecord, version: ProtocolVersion) -> RunBody {
     let mut encoder = RunEncoder::new(version, thread_id.to_owned(), record.last_run_id.clone());
     let mut out = Vec::new();
     let write = || -> Result<(), crate::protocol::EncodeError> {
         encoder.start(&mut out)?;
-        encoder.push(
-            EventBody::MessagesSnapshot(MessagesSnapshot {
-                messages: record.messages,
-            }),
-            &mut out,
-        )?;
-        if let Some(state) = record.state {
-            encoder.push(EventBody::state_snapshot(state), &mut out)?;
-        }
-        for interrupt in record.interrupts {
-            encoder.add_interrupt(interrupt);
+        for update in record_updates(record) {
+            match update {
+                AgentUpdate::Event(body) => encoder.push(body, &mut out)?,
+                AgentUpdate::Interrupt(interrupt) => encoder.add_interrupt(*interrupt),
+                // A record says nothing else.
+                AgentUpdate::Usage(_)
+                | AgentUpdate::ToolProgress(_)
+                | AgentUpdate::ApprovalRequest(_) => {}
+            }
         }
         encoder.finish(&mut out)
     };
-    let written = write();
-    let chunk = match written {
+    let chunk = match write() {
         Ok(()) => Ok(Bytes::from(out)),
         Err(error) => {
             tracing::error!(%error, "could not encode a thread's record");
@@ -191,4 +190,23 @@ fn record_as_run(thread_id: &str, record: ThreadRecord, version: ProtocolVersion
         }
     };
     Box::pin(stream::once(async move { chunk }))
+}
+
+/// What a thread's record says as a run's updates (a hydrate, a connect with no live run).
+pub(super) fn record_updates(record: ThreadRecord) -> Vec<AgentUpdate> {
+    let mut updates = vec![AgentUpdate::Event(EventBody::MessagesSnapshot(
+        MessagesSnapshot {
+            messages: record.messages,
+        },
+    ))];
+    if let Some(snapshot) = record.state {
+        updates.push(AgentUpdate::Event(EventBody::state_snapshot(snapshot)));
+    }
+    updates.extend(
+        record
+            .interrupts
+            .into_iter()
+            .map(|interrupt| AgentUpdate::Interrupt(Box::new(interrupt))),
+    );
+    updates
 }

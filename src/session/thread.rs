@@ -13,7 +13,6 @@ use futures_util::stream::{self, StreamExt};
 use super::observe::RunObserver;
 use super::Refused;
 use crate::agent::{AgentStream, AgentUpdate, ClaimError, DecisionClaims, RunRequest};
-use crate::protocol::{EventBody, MessagesSnapshot};
 use crate::threads::{
     verify, AgentTools, ConcurrentRunPolicy, DecisionKey, HistoryPolicy, Lease, LeaseError,
     RecordedRun, StoreError, ThreadKey, ThreadRecord, ThreadRecorder, Threads,
@@ -358,21 +357,7 @@ impl RunObserver for ThreadRun {
 /// The stored conversation as a run: `MESSAGES_SNAPSHOT`, `STATE_SNAPSHOT`, and the
 /// interrupts it is waiting on (the encoder ends the run with them).
 fn hydrate(record: ThreadRecord) -> AgentStream {
-    let mut updates = vec![AgentUpdate::Event(EventBody::MessagesSnapshot(
-        MessagesSnapshot {
-            messages: record.messages,
-        },
-    ))];
-    if let Some(snapshot) = record.state {
-        updates.push(AgentUpdate::Event(EventBody::state_snapshot(snapshot)));
-    }
-    updates.extend(
-        record
-            .interrupts
-            .into_iter()
-            .map(|interrupt| AgentUpdate::Interrupt(Box::new(interrupt))),
-    );
-    stream::iter(updates.into_iter().map(Ok)).boxed()
+    stream::iter(super::connect::record_updates(record).into_iter().map(Ok)).boxed()
 }
 
 /// A refusal by the store before the run: the scope's quota, or the store not answering.

@@ -1,9 +1,11 @@
 //! Text helpers shared by the server, the model client and the terminal client: text grown
 //! piece by piece without doubling, fresh ids,
 //! digests that name stored things, cutting text for a log line, an error message or a
-//! preview without splitting a character, and URLs with their secrets redacted for printing.
+//! preview without splitting a character, URLs with their secrets redacted for printing, and
+//! JSON spelt one way whatever the map order (what signatures are computed over).
 //! A leaf: it uses nothing else of the crate.
 
+use serde_json::Value;
 use sha2::{Digest, Sha256};
 
 /// Appends `piece` to `text`, growing it by a quarter of its length when it is full rather than
@@ -21,6 +23,43 @@ pub fn push_growing(text: &mut String, piece: &str) {
 /// A fresh opaque id with a readable prefix (`msg_…`, `call_…`).
 pub fn new_id(prefix: &str) -> String {
     format!("{prefix}_{}", uuid::Uuid::new_v4().simple())
+}
+
+/// JSON with object keys sorted at every level, whatever map type serde_json was built with:
+/// the same arguments always sign the same way.
+pub fn canonical_json(value: &Value) -> String {
+    fn write(value: &Value, out: &mut String) {
+        match value {
+            Value::Object(map) => {
+                let mut entries: Vec<(&String, &Value)> = map.iter().collect();
+                entries.sort_by(|a, b| a.0.cmp(b.0));
+                out.push('{');
+                for (i, (key, value)) in entries.into_iter().enumerate() {
+                    if i > 0 {
+                        out.push(',');
+                    }
+                    out.push_str(&Value::String(key.clone()).to_string());
+                    out.push(':');
+                    write(value, out);
+                }
+                out.push('}');
+            }
+            Value::Array(items) => {
+                out.push('[');
+                for (i, item) in items.iter().enumerate() {
+                    if i > 0 {
+                        out.push(',');
+                    }
+                    write(item, out);
+                }
+                out.push(']');
+            }
+            scalar => out.push_str(&scalar.to_string()),
+        }
+    }
+    let mut out = String::new();
+    write(value, &mut out);
+    out
 }
 
 /// Lower-case hex of `bytes`.

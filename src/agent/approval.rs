@@ -28,7 +28,9 @@ use sha2::{Digest, Sha256};
 
 use super::approval_id::{ApprovalId, KEY_ID_LEN, MAX_RESTORE_BYTES, TAG_LEN};
 use super::config::{ApprovalPolicySetting, FixedApproval};
+use super::input::InputSpec;
 use super::RestoreState;
+pub use crate::text::canonical_json;
 
 /// When one tool needs approval.
 #[derive(Clone)]
@@ -37,10 +39,12 @@ enum Policy {
     When(Arc<jsonschema::Validator>),
 }
 
-/// The approval rules of one agent's server tools.
+/// The approval rules of one agent's server tools, and its input tools (which always ask: see
+/// [`crate::agent::input`]).
 #[derive(Clone, Default)]
 pub struct ApprovalPolicies {
     tools: BTreeMap<String, ToolApproval>,
+    inputs: BTreeMap<String, Arc<InputSpec>>,
 }
 
 #[derive(Clone)]
@@ -52,7 +56,9 @@ struct ToolApproval {
 
 impl std::fmt::Debug for ApprovalPolicies {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_list().entries(self.tools.keys()).finish()
+        f.debug_list()
+            .entries(self.tools.keys().chain(self.inputs.keys()))
+            .finish()
     }
 }
 
@@ -90,12 +96,32 @@ impl ApprovalPolicies {
         Ok(())
     }
 
-    pub fn is_empty(&self) -> bool {
-        self.tools.is_empty()
+    /// Adds an input tool: every call of it asks the user.
+    pub fn add_input(&mut self, tool: &str, spec: InputSpec) {
+        self.inputs.insert(tool.to_owned(), Arc::new(spec));
     }
 
-    /// Whether a call of `tool` with `arguments` must wait for a person.
+    pub fn is_empty(&self) -> bool {
+        self.tools.is_empty() && self.inputs.is_empty()
+    }
+
+    /// The question an input tool asks, when `tool` is one.
+    pub fn input(&self, tool: &str) -> Option<&InputSpec> {
+        self.inputs.get(tool).map(Arc::as_ref)
+    }
+
+    /// What the model reads for a call the person declined (or, for an input tool, a question
+    /// the user cancelled), when `tool` says so itself.
+    pub fn declined_result(&self, tool: &str) -> Option<&str> {
+        self.input(tool).map(InputSpec::cancelled_result)
+    }
+
+    /// Whether a call of `tool` with `arguments` must wait for a person: an input tool always
+    /// does.
     pub fn requires_approval(&self, tool: &str, arguments: &Value) -> bool {
+        if self.inputs.contains_key(tool) {
+            return true;
+        }
         match self.tools.get(tool).map(|t| &t.policy) {
             None => false,
             Some(Policy::Always) => true,
@@ -359,43 +385,6 @@ fn iso8601(secs: u64) -> String {
         (rem % 3600) / 60,
         rem % 60
     )
-}
-
-/// JSON with object keys sorted at every level, whatever map type serde_json was built with:
-/// the same arguments always sign the same way.
-pub fn canonical_json(value: &Value) -> String {
-    fn write(value: &Value, out: &mut String) {
-        match value {
-            Value::Object(map) => {
-                let mut entries: Vec<(&String, &Value)> = map.iter().collect();
-                entries.sort_by(|a, b| a.0.cmp(b.0));
-                out.push('{');
-                for (i, (key, value)) in entries.into_iter().enumerate() {
-                    if i > 0 {
-                        out.push(',');
-                    }
-                    out.push_str(&Value::String(key.clone()).to_string());
-                    out.push(':');
-                    write(value, out);
-                }
-                out.push('}');
-            }
-            Value::Array(items) => {
-                out.push('[');
-                for (i, item) in items.iter().enumerate() {
-                    if i > 0 {
-                        out.push(',');
-                    }
-                    write(item, out);
-                }
-                out.push(']');
-            }
-            scalar => out.push_str(&scalar.to_string()),
-        }
-    }
-    let mut out = String::new();
-    write(value, &mut out);
-    out
 }
 
 #[cfg(test)]

@@ -455,7 +455,10 @@ impl RunState {
     fn start_with_decisions(&mut self, decisions: Vec<ToolDecision>) {
         let mut running = FuturesOrdered::new();
         for decision in decisions {
-            let approved = matches!(decision.outcome, DecisionOutcome::Approved { .. });
+            let approved = matches!(
+                decision.outcome,
+                DecisionOutcome::Approved { .. } | DecisionOutcome::Answered { .. }
+            );
             if decision.outcome != DecisionOutcome::AlreadyDecided {
                 genai::approval_decided(&decision.tool_name, &decision.tool_call_id, approved);
             }
@@ -468,8 +471,16 @@ impl RunState {
                     }))
                 }
                 DecisionOutcome::Declined => {
-                    let content = self.config.rejected_message.clone();
+                    let content = self
+                        .config
+                        .approvals
+                        .declined_result(&decision.tool_name)
+                        .unwrap_or(&self.config.rejected_message)
+                        .to_owned();
                     self.emit_tool_result(decision.tool_call_id, content, Vec::new());
+                }
+                DecisionOutcome::Answered { answer } => {
+                    self.emit_tool_result(decision.tool_call_id, answer.to_string(), Vec::new());
                 }
                 DecisionOutcome::AlreadyDecided => {
                     let content = ALREADY_DECIDED.to_owned();

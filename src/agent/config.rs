@@ -15,6 +15,9 @@ pub struct ApprovalSettings {
     /// CopilotKit's `{accepted: bool}`). Off: such clients get the interrupt outcome too.
     pub client_tool: bool,
     pub client_tool_name: String,
+    /// The client tool that carries an input tool's question to such clients, answered by a
+    /// tool message with the answer (or `{"cancelled": true}`).
+    pub input_tool_name: String,
     /// Seconds an approval request stays answerable (0: no limit).
     pub ttl_secs: u64,
     /// The tool result the model sees when the user declines.
@@ -31,6 +34,7 @@ impl Default for ApprovalSettings {
         ApprovalSettings {
             client_tool: true,
             client_tool_name: "request_approval".to_owned(),
+            input_tool_name: "request_input".to_owned(),
             ttl_secs: 24 * 60 * 60,
             rejected_message: "The user declined this action, so it was not performed.".to_owned(),
             accepted_message: String::new(),

@@ -30,6 +30,7 @@ pub mod approval_id;
 mod chat;
 pub mod config;
 mod history;
+pub mod input;
 pub mod ledger;
 mod mapper;
 pub mod middleware;
@@ -120,8 +121,12 @@ pub type RestoreState = Vec<(String, Option<Value>)>;
 pub enum DecisionOutcome {
     /// Run the tool with these arguments (the model's, or the person's edit where allowed).
     Approved { arguments: Value },
-    /// Never run it; the model is told the person declined.
+    /// Never run it; the model is told the person declined (for an input tool: that the user
+    /// cancelled the question).
     Declined,
+    /// An input tool's question answered: the answer, checked against its response schema, is
+    /// the call's result.
+    Answered { answer: Value },
     /// An earlier run acted on this call's decision already (the decision ledger says so,
     /// whatever the history shows): nothing runs, and the model is told
     /// [`ALREADY_DECIDED`].

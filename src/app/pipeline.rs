@@ -19,13 +19,15 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::agent::approval::{ApprovalPolicies, ApprovalSigner};
+use crate::agent::config::ApprovalPolicySetting;
+use crate::agent::input::InputSpec;
 use crate::agent::middleware::{
     ApprovalGate, ClientStateInjection, PredictStateRule, PredictiveStateDeltas,
     PredictiveStateRules, StatusSnapshots,
 };
 use crate::agent::{Agent, ChatAgent, ChatAgentConfig};
 use crate::llm::LlmClient;
-use crate::settings::AgentSettings;
+use crate::settings::{AgentSettings, ToolKindSettings};
 use crate::state::{Argument, Coalescing};
 use crate::tools::{Tool, ToolRegistry, ToolSource};
 
@@ -93,6 +95,29 @@ pub(crate) fn build(
 pub fn approval_policies(agent: &AgentSettings) -> Result<ApprovalPolicies, String> {
     let mut policies = ApprovalPolicies::default();
     for tool in &agent.tools {
+        if let ToolKindSettings::Input {
+            response_schema,
+            message,
+            cancelled_result,
+        } = &tool.kind
+        {
+            // An input tool asks by itself: an approval on top would ask twice.
+            if !matches!(tool.approval, ApprovalPolicySetting::Unset) || tool.allow_edit {
+                return Err(format!(
+                    "tool `{}`: an input tool asks the user itself; `approval` and `allow_edit` do not apply",
+                    tool.name
+                ));
+            }
+            let spec = InputSpec::new(
+                &tool.name,
+                &tool.description,
+                response_schema,
+                message.clone(),
+                cancelled_result.clone(),
+            )?;
+            policies.add_input(&tool.name, spec);
+            continue;
+        }
         let message = tool.approval_message.clone();
         policies.add(&tool.name, &tool.approval, tool.allow_edit, message)?;
     }

@@ -156,6 +156,14 @@ fn describe_tool(tool: &ToolSettings) -> String {
             format!("state (argument {argument} -> key {key})")
         }
         ToolKindSettings::Http { url, .. } => format!("http (POST {url})"),
+        ToolKindSettings::Input {
+            response_schema, ..
+        } => {
+            return format!(
+                "{}: input; asks the user, answer matching {response_schema}",
+                tool.name
+            )
+        }
     };
     let approval = match &tool.approval {
         ApprovalPolicySetting::Unset | ApprovalPolicySetting::Fixed(FixedApproval::Never) => {

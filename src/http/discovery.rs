@@ -18,6 +18,7 @@ use crate::protocol::{
 };
 use crate::settings::{
     AgentSettings, ApprovalPolicySetting, FixedApproval, OnDisconnect, Settings, ToolKindSettings,
+    ToolSettings,
 };
 
 /// The key of this server's own declarations under `capabilities.custom`.
@@ -208,6 +209,7 @@ fn state_capabilities(agent: &AgentSettings) -> StateCapabilities {
         ToolKindSettings::Static { state, .. } => state.is_some(),
         ToolKindSettings::State { .. } => true,
         ToolKindSettings::Http { envelope, .. } => *envelope,
+        ToolKindSettings::Input { .. } => false,
     });
     let writes = tool_writes_state
         || !agent.state.from_tools.is_empty()
@@ -230,6 +232,10 @@ fn needs_approval(policy: &ApprovalPolicySetting) -> bool {
     )
 }
 
+fn is_input_tool(tool: &ToolSettings) -> bool {
+    matches!(tool.kind, ToolKindSettings::Input { .. })
+}
+
 fn human_in_the_loop(agent: &AgentSettings) -> HumanInTheLoopCapabilities {
     let approvals = agent
         .tools
@@ -239,11 +245,12 @@ fn human_in_the_loop(agent: &AgentSettings) -> HumanInTheLoopCapabilities {
         .tools
         .iter()
         .any(|tool| needs_approval(&tool.approval) && tool.allow_edit);
+    let asks_for_input = agent.tools.iter().any(is_input_tool);
     HumanInTheLoopCapabilities {
         // Client tools always reach the model, so a frontend can always ask its user.
         supported: Some(true),
         approvals: Some(approvals),
-        interrupts: Some(approvals),
+        interrupts: Some(approvals || asks_for_input),
         approve_with_edits: Some(edits),
     }
 }
@@ -295,6 +302,19 @@ fn custom(agent: &AgentSettings) -> Option<Map<String, Value>> {
         .collect();
     if !approval_tools.is_empty() {
         ours.insert("approvalTools".into(), Value::Array(approval_tools));
+    }
+    let input_tools: Vec<Value> = agent
+        .tools
+        .iter()
+        .filter_map(|tool| match &tool.kind {
+            ToolKindSettings::Input {
+                response_schema, ..
+            } => Some(json!({"name": tool.name, "responseSchema": response_schema})),
+            _ => None,
+        })
+        .collect();
+    if !input_tools.is_empty() {
+        ours.insert("inputTools".into(), Value::Array(input_tools));
     }
     (!ours.is_empty()).then(|| Map::from_iter([(CUSTOM_KEY.to_owned(), Value::Object(ours))]))
 }

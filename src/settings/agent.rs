@@ -169,6 +169,20 @@ pub enum ToolKindSettings {
         #[serde(default)]
         update: StateWriteUpdate,
     },
+    /// Asks the user and waits: the run ends with an `input_required` interrupt (1.0 clients)
+    /// or a `request_input` client tool call (0.x clients), and the user's answer, checked
+    /// against `response_schema`, is the call's result. Never runs on the server.
+    Input {
+        /// JSON Schema (an object schema) the answer must match; sent as `responseSchema`.
+        response_schema: Value,
+        /// The question; `{arguments}` and `{<argument>}` are filled from the call. Absent:
+        /// the call's `question` argument, else the tool's description.
+        #[serde(default)]
+        message: Option<String>,
+        /// What the model reads when the user cancels the question.
+        #[serde(default)]
+        cancelled_result: Option<String>,
+    },
     /// POSTs the arguments as JSON to `url`; the JSON answer is the result.
     Http {
         url: String,

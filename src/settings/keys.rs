@@ -46,6 +46,7 @@ fn tool_kind_keys(kind: &str) -> &'static [&'static str] {
         "static" => &["result", "state"],
         "state" => &["key", "argument", "confirmation", "update"],
         "http" => &["url", "headers_from_env", "timeout_secs", "envelope"],
+        "input" => &["response_schema", "message", "cancelled_result"],
         _ => &[],
     }
 }

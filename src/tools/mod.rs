@@ -1,5 +1,5 @@
 //! Server-side tools: the [`Tool`] trait, the per-agent [`ToolRegistry`], and the declarative
-//! tool kinds that configuration can create: `static`, `state` and `http`.
+//! tool kinds that configuration can create: `static`, `state`, `http` and `input`.
 //!
 //! A tool receives arguments the *model* wrote from a conversation the *client* sent: both are
 //! untrusted. The registry validates arguments against the tool's JSON Schema before the tool
@@ -13,6 +13,7 @@ mod http_post;
 pub mod mcp;
 mod state_write;
 mod static_result;
+mod user_input;
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -27,6 +28,7 @@ pub use http_post::HttpPostTool;
 pub(crate) use state_write::select_argument;
 pub use state_write::StateWriteTool;
 pub use static_result::StaticResultTool;
+pub use user_input::UserInputTool;
 
 /// What a tool call produced.
 #[derive(Debug, Clone, PartialEq)]
@@ -404,6 +406,11 @@ impl ToolRegistry {
                     )
                     .with_update(*update),
                 ),
+                ToolKindSettings::Input { .. } => Arc::new(UserInputTool::new(
+                    &tool.name,
+                    &tool.description,
+                    parameters,
+                )),
                 ToolKindSettings::Http {
                     url,
                     headers_from_env,

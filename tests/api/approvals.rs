@@ -224,7 +224,7 @@ pub(crate) fn resolved(interrupt_id: &str, payload: Value) -> Value {
     json!({"interruptId": interrupt_id, "status": "resolved", "payload": payload})
 }
 
-fn cancelled(interrupt_id: &str) -> Value {
+pub(crate) fn cancelled(interrupt_id: &str) -> Value {
     json!({"interruptId": interrupt_id, "status": "cancelled"})
 }
 
@@ -330,7 +330,7 @@ pub(crate) fn interrupt_id(events: &[Value], tool_call_id: &str) -> String {
 
 /// Checks a run that succeeded to the end.
 #[track_caller]
-fn assert_success(events: &[Value]) {
+pub(crate) fn assert_success(events: &[Value]) {
     let finished = last(events);
     assert_eq!(finished["type"], "RUN_FINISHED", "{:?}", types(events));
     assert_eq!(
@@ -343,7 +343,7 @@ fn assert_success(events: &[Value]) {
 /// Checks a run refused with `RUN_ERROR` `code` before anything happened: no tool call, no
 /// tool result, no text (and, by `assert_well_formed`, nothing after the `RUN_ERROR`).
 #[track_caller]
-fn assert_refused(events: &[Value], code: &str) {
+pub(crate) fn assert_refused(events: &[Value], code: &str) {
     assert_well_formed(events);
     let error = last(events);
     assert_eq!(error["type"], "RUN_ERROR", "{:?}", types(events));
@@ -363,7 +363,7 @@ fn assert_refused(events: &[Value], code: &str) {
 }
 
 /// The `TOOL_CALL_RESULT`s of a run, by tool call id, in order.
-fn results(events: &[Value]) -> Vec<(String, String)> {
+pub(crate) fn results(events: &[Value]) -> Vec<(String, String)> {
     of_type(events, "TOOL_CALL_RESULT")
         .into_iter()
         .map(|e| {
@@ -377,7 +377,7 @@ fn results(events: &[Value]) -> Vec<(String, String)> {
 
 /// The content of the single `TOOL_CALL_RESULT` for `tool_call_id`.
 #[track_caller]
-fn result_for(events: &[Value], tool_call_id: &str) -> String {
+pub(crate) fn result_for(events: &[Value], tool_call_id: &str) -> String {
     let found: Vec<String> = results(events)
         .into_iter()
         .filter(|(id, _)| id == tool_call_id)
@@ -414,7 +414,7 @@ pub(crate) fn the_text(events: &[Value]) -> String {
 /// with its id before the next non-tool message; every tool message answers a call of the
 /// assistant turn it follows; no call, answer or tool is the approval tool.
 #[track_caller]
-fn assert_provider_saw_clean_histories(app: &TestApp) {
+pub(crate) fn assert_provider_saw_clean_histories(app: &TestApp) {
     for (n, body) in app.upstream_bodies().iter().enumerate() {
         let messages = body["messages"].as_array().expect("upstream messages");
         let mut open: Vec<String> = Vec::new();
@@ -464,7 +464,7 @@ fn assert_provider_saw_clean_histories(app: &TestApp) {
 /// The tool messages that follow the assistant turn calling `tool_call_id`, checked to come
 /// right after it; returns the one answering `tool_call_id`.
 #[track_caller]
-fn upstream_answer<'a>(body: &'a Value, tool_call_id: &str) -> &'a Value {
+pub(crate) fn upstream_answer<'a>(body: &'a Value, tool_call_id: &str) -> &'a Value {
     let messages = body["messages"].as_array().expect("upstream messages");
     let owner = messages
         .iter()

@@ -65,6 +65,7 @@ mod health;
 mod history;
 mod hostile_input;
 mod hosts;
+mod input_requests;
 mod limits;
 mod mcp;
 mod metrics;

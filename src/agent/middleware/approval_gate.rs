@@ -30,16 +30,21 @@ use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 
 use futures_util::stream::{self, StreamExt, TryStreamExt};
-use serde_json::{json, Value};
+use serde_json::Value;
 
 use crate::agent::approval::{ApprovalPolicies, ApprovalSigner, ApprovalSubject, IdCheck};
 use crate::agent::approval_id::{abbreviate as abbreviated, ApprovalId};
 use crate::agent::config::ApprovalSettings;
+use crate::agent::input::ClientAnswer;
 use crate::agent::{
-    map_updates, new_id, Agent, AgentError, AgentStream, AgentUpdate, ApprovalRequest,
-    DecisionClaims, DecisionOutcome, RestoreState, RunRequest, ToolDecision, UpdateMapper, Updates,
+    map_updates, new_id, Agent, AgentError, AgentStream, AgentUpdate, DecisionClaims,
+    DecisionOutcome, RestoreState, RunRequest, ToolDecision,
 };
-use crate::protocol::{Content, EventBody, Interrupt, Message, ProtocolVersion, ResumeStatus};
+use crate::protocol::{Content, EventBody, Message, ProtocolVersion, ResumeStatus};
+
+mod ask;
+
+use ask::GateMapper;
 
 /// Cloned into a run whose decisions are claimed first (see the module docs): every field is
 /// shared or small.
@@ -100,6 +105,11 @@ impl ApprovalGate {
         }
     }
 
+    /// Whether `name` is one of the client tools the gate asks 0.x clients through.
+    fn is_protocol_tool(&self, name: &str) -> bool {
+        name == self.settings.client_tool_name || name == self.settings.input_tool_name
+    }
+
     fn subject<'a>(&self, asker: Asker<'a>, call: &'a HistoryCall) -> ApprovalSubject<'a> {
         ApprovalSubject {
             scope: asker.scope,
@@ -137,8 +147,11 @@ impl ApprovalGate {
         history: &History<'_>,
         taken: &mut Taken,
     ) -> Result<(), AgentError> {
-        let approval_tool = self.settings.client_tool_name.as_str();
-        for approval in history.calls.iter().filter(|c| c.name == approval_tool) {
+        for approval in history
+            .calls
+            .iter()
+            .filter(|c| self.is_protocol_tool(&c.name))
+        {
             taken.protocol_calls.insert(approval.id.clone());
             taken.protocol_answers.insert(approval.id.clone());
             let Some(answer) = history.answer_to(&approval.id) else {
@@ -150,7 +163,7 @@ impl ApprovalGate {
             let candidates: Vec<&HistoryCall> = history
                 .calls
                 .iter()
-                .filter(|c| c.name != approval_tool)
+                .filter(|c| !self.is_protocol_tool(&c.name))
                 .filter(|c| target.is_none_or(|t| t == c.id))
                 .collect();
             // Whoever signed it, an answer about calls that all have their result acts on
@@ -183,11 +196,10 @@ impl ApprovalGate {
         history: &History<'_>,
         taken: &mut Taken,
     ) -> Result<(), AgentError> {
-        let approval_tool = self.settings.client_tool_name.as_str();
         let candidates: Vec<&HistoryCall> = history
             .calls
             .iter()
-            .filter(|c| c.name != approval_tool)
+            .filter(|c| !self.is_protocol_tool(&c.name))
             .collect();
         let mut seen_interrupts: HashSet<&str> = HashSet::new();
         for entry in &request.resume {
@@ -235,17 +247,23 @@ impl ApprovalGate {
         }
         let waiting = history.calls.iter().find(|call| {
             call.message_index == last_turn
-                && call.name != self.settings.client_tool_name
+                && !self.is_protocol_tool(&call.name)
                 && !taken.decided.contains(&call.id)
                 && history.answer_to(&call.id).is_none()
                 && self.policies.requires_approval(&call.name, &call.arguments)
         });
+        let waits_for = |call: &HistoryCall| match self.policies.input(&call.name) {
+            Some(_) => "the user's input",
+            None => "approval",
+        };
         match waiting {
             Some(call) => Err(AgentError::Resume {
                 code: "interrupt_unanswered",
                 message: format!(
-                    "the call `{}` of `{}` is waiting for approval: answer its interrupt in `resume`",
-                    call.id, call.name
+                    "the call `{}` of `{}` is waiting for {}: answer its interrupt in `resume`",
+                    call.id,
+                    call.name,
+                    waits_for(call)
                 ),
             }),
             None => Ok(()),
@@ -287,6 +305,13 @@ impl ApprovalGate {
             code: "invalid_resume_payload",
             message: format!("the answer to interrupt `{interrupt_id}` {why}"),
         };
+        if let Some(input) = self.policies.input(tool) {
+            let answer = payload.ok_or_else(|| invalid("has no payload"))?;
+            input.check(answer).map_err(|why| invalid(&why))?;
+            return Ok(DecisionOutcome::Answered {
+                answer: answer.clone(),
+            });
+        }
         let payload = payload
             .and_then(Value::as_object)
             .ok_or_else(|| invalid("must be an object with `approved`"))?;
@@ -315,6 +340,16 @@ impl ApprovalGate {
     /// A 0.x answer (a tool message's text). A person's click cannot be re-asked inside a 0.x
     /// conversation, so an answer that cannot be read declines rather than failing the thread.
     fn client_answer(&self, tool: &str, arguments: &Value, text: &str) -> DecisionOutcome {
+        if let Some(input) = self.policies.input(tool) {
+            return match input.read_client_answer(text) {
+                Ok(ClientAnswer::Answered(answer)) => DecisionOutcome::Answered { answer },
+                Ok(ClientAnswer::Cancelled) => DecisionOutcome::Declined,
+                Err(why) => {
+                    tracing::warn!(tool, %why, "unreadable answer to an input request: cancelled");
+                    DecisionOutcome::Declined
+                }
+            };
+        }
         let payload: Option<Value> = serde_json::from_str(text).ok();
         match self.resume_answer("(approval tool call)", tool, arguments, payload.as_ref()) {
             Ok(outcome) => outcome,
@@ -476,7 +511,8 @@ impl Decisions {
         for taken in &mut self.decisions {
             let call = &taken.decision.tool_call_id;
             let first = match taken.decision.outcome {
-                DecisionOutcome::Approved { .. } => {
+                // An answer is claimed like an approval: it becomes the call's result once.
+                DecisionOutcome::Approved { .. } | DecisionOutcome::Answered { .. } => {
                     claims.claim(call, &taken.approval, taken.expires).await?
                 }
                 _ => !claims.is_claimed(call, &taken.approval).await?,
@@ -546,10 +582,11 @@ impl ApprovalGate {
 
 impl Agent for ApprovalGate {
     fn run(&self, mut request: RunRequest) -> Result<AgentStream, AgentError> {
-        // The approval tool is the gate's own protocol, never a tool the model may call.
+        // The approval and input tools are the gate's own protocol, never tools the model may
+        // call.
         request
             .tools
-            .retain(|tool| tool.name != self.settings.client_tool_name);
+            .retain(|tool| !self.is_protocol_tool(&tool.name));
         let decisions = match self.take_decisions(&mut request) {
             Ok(decisions) => decisions,
             Err(error) => return Ok(stream::once(async move { Err(error) }).boxed()),
@@ -600,6 +637,7 @@ impl ApprovalGate {
         let mapper = (!self.policies.is_empty()).then(|| GateMapper {
             client_tool: request.version == ProtocolVersion::Legacy && self.settings.client_tool,
             client_tool_name: self.settings.client_tool_name.clone(),
+            input_tool_name: self.settings.input_tool_name.clone(),
             scope: request.scope.clone(),
             thread_id: request.thread_id.clone(),
             policies: self.policies.clone(),
@@ -617,75 +655,6 @@ impl ApprovalGate {
         Ok(stream::iter(prefix.into_iter().map(Ok))
             .chain(updates)
             .boxed())
-    }
-}
-
-struct GateMapper {
-    /// Ask through a client tool call (0.x clients) rather than an interrupt.
-    client_tool: bool,
-    client_tool_name: String,
-    scope: String,
-    thread_id: String,
-    policies: ApprovalPolicies,
-    signer: ApprovalSigner,
-}
-
-impl UpdateMapper for GateMapper {
-    fn on_update(&mut self, update: AgentUpdate, out: &mut Updates) -> Result<(), AgentError> {
-        let AgentUpdate::ApprovalRequest(request) = update else {
-            out.push(update);
-            return Ok(());
-        };
-        let ApprovalRequest {
-            tool_call_id,
-            tool_name,
-            arguments,
-            parent_message_id,
-            restore_state,
-        } = request;
-        let approval_id = self.signer.mint(
-            ApprovalSubject {
-                scope: &self.scope,
-                thread_id: &self.thread_id,
-                tool_call_id: &tool_call_id,
-                tool_name: &tool_name,
-                arguments: &arguments,
-            },
-            restore_state.as_deref(),
-        );
-        let id = approval_id.to_string();
-        let message = self.policies.message(&tool_name, &arguments);
-        if self.client_tool {
-            let call_arguments = json!({
-                "toolCallId": tool_call_id,
-                "toolName": tool_name,
-                "arguments": arguments,
-                "message": message,
-                "allowEdit": self.policies.allows_edit(&tool_name),
-            });
-            out.push(AgentUpdate::Event(EventBody::tool_call_start(
-                id.clone(),
-                self.client_tool_name.clone(),
-                Some(parent_message_id),
-            )));
-            out.push(AgentUpdate::Event(EventBody::tool_call_args(
-                id.clone(),
-                call_arguments.to_string(),
-            )));
-            out.push(AgentUpdate::Event(EventBody::tool_call_end(id)));
-        } else {
-            out.push(AgentUpdate::Interrupt(Box::new(Interrupt {
-                expires_at: ApprovalSigner::expires_at(&approval_id),
-                id,
-                reason: "tool_call".to_owned(),
-                message: Some(message),
-                tool_call_id: Some(tool_call_id),
-                response_schema: Some(self.policies.response_schema(&tool_name)),
-                metadata: None,
-                subagent_run_id: None,
-            })));
-        }
-        Ok(())
     }
 }
 

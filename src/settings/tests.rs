@@ -261,6 +261,7 @@ fn demo_agents_are_added_unless_off_in_production_or_configured() {
         "tool_based_generative_ui",
         "shared_state",
         "predictive_state_updates",
+        "interrupt",
     ];
     let settings = Settings::embedded_default().unwrap();
     assert!(settings.demo_agents);

@@ -573,3 +573,73 @@ async fn demo_agents_can_be_turned_off() {
         .await;
     assert_eq!(response.status(), 404);
 }
+
+#[tokio::test]
+async fn interrupt_asks_for_a_meeting_time_and_confirms_the_choice() {
+    use crate::approvals::{client_history, interrupt_id, interrupts, resolved, resume_input};
+    let app = offline_demo().await;
+
+    // A 1.0 client: the question is an `input_required` interrupt with the offered slots.
+    let ask = user("Schedule a meeting about the roadmap");
+    let events = app
+        .run_events("/interrupt", &input(vec![ask.clone()]))
+        .await;
+    assert_well_formed(&events);
+    let (call_id, arguments) = call_named(&events, "pick_meeting_time", 2);
+    assert!(
+        arguments["slots"].as_array().is_some_and(|s| !s.is_empty()),
+        "{arguments}"
+    );
+    let interrupt = interrupts(&events).remove(0);
+    assert_eq!(interrupt["reason"], "input_required", "{interrupt}");
+    assert_eq!(interrupt["toolCallId"], call_id.as_str());
+    assert!(
+        interrupt["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("Pick a time for "),
+        "{interrupt}"
+    );
+    assert_eq!(
+        interrupt["responseSchema"]["required"],
+        json!(["chosen_time"])
+    );
+    assert_eq!(interrupt["metadata"]["agui-host"]["arguments"], arguments);
+    let id = interrupt_id(&events, &call_id);
+    let history = client_history(&[ask.clone()], &events);
+    let choice = json!({"chosen_time": "Tuesday 10:00", "chosen_label": "Tuesday morning"});
+    let events = app
+        .run_events(
+            "/interrupt",
+            &resume_input(history, json!([resolved(&id, choice)])),
+        )
+        .await;
+    assert_well_formed(&events);
+    assert!(
+        text_of(&events).contains("Tuesday 10:00"),
+        "{}",
+        text_of(&events)
+    );
+    assert_eq!(last(&events)["outcome"]["type"], "success");
+
+    // A 0.x client (CopilotKit's): the same question as a `request_input` client tool call.
+    let mut body = input_0x(vec![ask.clone()]);
+    body["threadId"] = json!("t-0x");
+    let events = app.run_events("/interrupt", &body).await;
+    assert_well_formed(&events);
+    assert_0x_compatible(&events);
+    let (request_id, request) = call_named(&events, "request_input", 1);
+    assert_eq!(request["toolName"], "pick_meeting_time");
+    let mut messages = client_history(&[ask], &events);
+    messages.push(tool_result(&request_id, r#"{"cancelled":true}"#));
+    let mut body = input_0x(messages);
+    body["threadId"] = json!("t-0x");
+    body["runId"] = json!("r2");
+    let events = app.run_events("/interrupt", &body).await;
+    assert_well_formed(&events);
+    assert!(
+        text_of(&events).contains("no meeting was booked"),
+        "{}",
+        text_of(&events)
+    );
+}

@@ -9,7 +9,13 @@
 //!   `tools/list` again (a server that hangs);
 //! - `whoami {}`: the `x-agui-*` headers of the HTTP request that carried the call;
 //! - `meta {}`: the call's `params._meta` (trace context, identity);
-//! - `ping {}`: answers `pong` (the benchmark's call).
+//! - `ping {}`: answers `pong` (the benchmark's call);
+//! - `book_table {restaurant}`: asks (MCP 2026-07-28 `input_required`) how many people, with
+//!   a `requestState` naming the restaurant, then books on the retry (accept), or says it was
+//!   declined or cancelled; a changed `requestState` is refused;
+//! - `bookings {}`: how many tables `book_table` booked, in this process;
+//! - `plan_trip {city}`: asks two questions at once (the dates, and a URL-mode sign-in), then
+//!   answers with both.
 //!
 //! `cargo run --example mcp_test_server -- stdio` serves on standard input and output;
 //! `-- http` serves streamable HTTP on a free local port and prints `http://127.0.0.1:<port>/mcp`
@@ -20,7 +26,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ListToolsResult,
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ElicitRequest,
+    ElicitRequestParams, InputRequest, InputRequests, InputRequiredResult, ListToolsResult,
     PaginatedRequestParams, ProgressNotificationParam, ServerCapabilities, ServerConfig, Tool,
 };
 use rmcp::service::RequestContext;
@@ -29,6 +36,9 @@ use serde_json::{json, Map, Value};
 
 /// Calls of `slow` that were cancelled, in this process.
 static CANCELLED: AtomicUsize = AtomicUsize::new(0);
+
+/// Tables `book_table` booked, in this process.
+static BOOKED: AtomicUsize = AtomicUsize::new(0);
 
 /// Set by `stall_listing`: `tools/list` never answers from then on.
 static LISTING_STALLED: AtomicBool = AtomicBool::new(false);
@@ -85,6 +95,19 @@ impl TestServer {
             Tool::new("whoami", "The identity headers of the call", empty()),
             Tool::new("meta", "The _meta of the call", empty()),
             Tool::new("ping", "Answers pong", empty()),
+            Tool::new(
+                "book_table",
+                "Books a table, asking the user for the party",
+                schema(
+                    json!({"type": "object", "properties": {"restaurant": {"type": "string"}}, "required": ["restaurant"]}),
+                ),
+            ),
+            Tool::new("bookings", "How many tables were booked", empty()),
+            Tool::new(
+                "plan_trip",
+                "Plans a trip, asking for dates and a sign-in",
+                schema(json!({"type": "object", "properties": {"city": {"type": "string"}}})),
+            ),
         ];
         for name in self.added.lock().unwrap().iter() {
             tools.push(Tool::new(name.clone(), "An added tool", empty()));
@@ -122,6 +145,92 @@ impl TestServer {
     }
 }
 
+fn form_question(message: &str, schema: Value) -> InputRequest {
+    InputRequest::Elicitation(ElicitRequest::new(
+        ElicitRequestParams::FormElicitationParams {
+            meta: None,
+            message: message.into(),
+            requested_schema: serde_json::from_value(schema).expect("an elicitation schema"),
+        },
+    ))
+}
+
+/// `book_table`: one question, then the booking. The state names the restaurant, so a
+/// retry with another state is a forgery (a real server would seal it).
+fn book_table(request: &CallToolRequestParams) -> Result<CallToolResponse, ErrorData> {
+    let restaurant = request
+        .arguments
+        .as_ref()
+        .and_then(|a| a.get("restaurant"))
+        .and_then(Value::as_str)
+        .unwrap_or("somewhere")
+        .to_owned();
+    let expected_state = format!("book:{restaurant}");
+    let Some(responses) = &request.input_responses else {
+        let mut requests = InputRequests::new();
+        requests.insert(
+            "party".into(),
+            form_question(
+                &format!("How many people at {restaurant}, and under what name?"),
+                json!({"type": "object", "properties": {
+                    "size": {"type": "integer", "minimum": 1, "maximum": 20},
+                    "name": {"type": "string"}
+                }, "required": ["size"]}),
+            ),
+        );
+        return Ok(InputRequiredResult::new(Some(requests), Some(expected_state)).into());
+    };
+    if request.request_state.as_deref() != Some(expected_state.as_str()) {
+        return Err(ErrorData::invalid_params("requestState was changed", None));
+    }
+    let answer = responses.get("party").cloned().unwrap_or_default();
+    let text = match answer["action"].as_str() {
+        Some("accept") => {
+            BOOKED.fetch_add(1, Ordering::SeqCst);
+            format!(
+                "Booked a table for {} at {restaurant}",
+                answer["content"]["size"]
+            )
+        }
+        Some("decline") => "The user declined to give the party; nothing was booked".into(),
+        _ => "The user cancelled the booking; nothing was booked".into(),
+    };
+    Ok(CallToolResult::success(vec![ContentBlock::text(text)]).into())
+}
+
+/// `plan_trip`: two questions in one round, one of them a URL to visit.
+fn plan_trip(request: &CallToolRequestParams) -> CallToolResponse {
+    let Some(responses) = &request.input_responses else {
+        let mut requests = InputRequests::new();
+        requests.insert(
+            "dates".into(),
+            form_question(
+                "When do you travel?",
+                json!({"type": "object", "properties": {"from": {"type": "string"}, "to": {"type": "string"}}, "required": ["from", "to"]}),
+            ),
+        );
+        requests.insert(
+            "login".into(),
+            InputRequest::Elicitation(ElicitRequest::new(
+                ElicitRequestParams::UrlElicitationParams {
+                    meta: None,
+                    message: "Sign in to your travel account".into(),
+                    url: "https://travel.example.test/login".into(),
+                    elicitation_id: String::new(),
+                },
+            )),
+        );
+        return InputRequiredResult::new(Some(requests), Some("trip".into())).into();
+    };
+    let dates = &responses.get("dates").cloned().unwrap_or_default();
+    let login = responses.get("login").cloned().unwrap_or_default();
+    CallToolResult::success(vec![ContentBlock::text(format!(
+        "Trip from {} to {}; sign-in {}",
+        dates["content"]["from"], dates["content"]["to"], login["action"]
+    ))])
+    .into()
+}
+
 impl ServerHandler for TestServer {
     fn get_info(&self) -> ServerConfig {
         ServerConfig::new(
@@ -151,6 +260,9 @@ impl ServerHandler for TestServer {
         let arguments = request.arguments.clone().unwrap_or_default();
         let text = |s: String| CallToolResult::success(vec![ContentBlock::text(s)]);
         let result = match request.name.as_ref() {
+            "book_table" => return book_table(&request),
+            "plan_trip" => return Ok(plan_trip(&request)),
+            "bookings" => text(BOOKED.load(Ordering::SeqCst).to_string()),
             "slow" => self.slow(&arguments, &context).await,
             "cancelled_calls" => text(CANCELLED.load(Ordering::SeqCst).to_string()),
             "ping" => text("pong".into()),

@@ -269,14 +269,19 @@ impl ApprovalSigner {
         subject: ApprovalSubject<'_>,
         restore: Option<&[(String, Option<Value>)]>,
     ) -> ApprovalId {
+        self.mint_carrying(subject, restore.map(encode_restore))
+    }
+
+    /// A fresh id for `subject` that carries (and signs) `data`: restore data, or a tool's
+    /// question (see [`crate::agent::elicitation`]). Data over [`MAX_RESTORE_BYTES`] is left
+    /// out.
+    pub fn mint_carrying(&self, subject: ApprovalSubject<'_>, data: Option<Vec<u8>>) -> ApprovalId {
         let expires = if self.ttl_secs == 0 {
             0
         } else {
             unix_now().saturating_add(self.ttl_secs)
         };
-        let restore = restore
-            .map(encode_restore)
-            .filter(|bytes| bytes.len() <= MAX_RESTORE_BYTES);
+        let restore = data.filter(|bytes| !bytes.is_empty() && bytes.len() <= MAX_RESTORE_BYTES);
         let mut id = ApprovalId {
             key_id: self.keys.first().map(|key| key.id).unwrap_or_default(),
             expires,
@@ -298,6 +303,12 @@ impl ApprovalSigner {
     /// for an id that [`check`](Self::check)s.
     pub fn restore_state(id: &ApprovalId) -> Option<RestoreState> {
         decode_restore(id.restore.as_deref()?)
+    }
+
+    /// The data an id carries, signed with it (see [`ApprovalSigner::mint_carrying`]). Only
+    /// meaningful for an id that [`check`](Self::check)s.
+    pub fn carried(id: &ApprovalId) -> Option<&[u8]> {
+        id.restore.as_deref()
     }
 
     /// The expiry of an id in Unix seconds, if it has one: until then a decision it carries

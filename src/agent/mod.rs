@@ -29,6 +29,7 @@ pub mod approval;
 pub mod approval_id;
 mod chat;
 pub mod config;
+pub mod elicitation;
 mod history;
 pub mod input;
 pub mod ledger;
@@ -127,6 +128,15 @@ pub enum DecisionOutcome {
     /// An input tool's question answered: the answer, checked against its response schema, is
     /// the call's result.
     Answered { answer: Value },
+    /// Every question a tool asked while it ran (an MCP server's elicitation) answered: the
+    /// tool is called again with the call's arguments and the answers, and its result is the
+    /// call's result (or it asks again).
+    Elicited {
+        arguments: Value,
+        answers: Box<crate::tools::InputAnswers>,
+        /// The assistant message the call belongs to, for a question asked again.
+        parent_message_id: Option<String>,
+    },
     /// An earlier run acted on this call's decision already (the decision ledger says so,
     /// whatever the history shows): nothing runs, and the model is told
     /// [`ALREADY_DECIDED`].
@@ -151,6 +161,9 @@ pub struct ApprovalRequest {
     /// it (`None`: the key was absent), so a rejection can restore them. Set by the
     /// predictive-state middleware.
     pub restore_state: Option<Vec<(String, Option<Value>)>>,
+    /// Set when the call ran and stopped to ask the user (an MCP server's elicitation): its
+    /// questions. The call waits for their answers, not for an approval.
+    pub input: Option<Box<crate::tools::InputRequired>>,
 }
 
 impl From<RunAgentInput> for RunRequest {

@@ -74,12 +74,10 @@ pub(crate) fn build(
     }
     // Always present: it also refuses a `resume` sent to an agent that asked nothing.
     let signer = ApprovalSigner::new(approval_keys, name, settings.approval.ttl_secs);
-    agent = Arc::new(ApprovalGate::new(
-        agent,
-        approvals,
-        signer,
-        settings.approval.clone(),
-    ));
+    agent = Arc::new(
+        ApprovalGate::new(agent, approvals, signer, settings.approval.clone())
+            .with_tools_that_ask(!settings.mcp_servers.is_empty()),
+    );
     if settings.status.enabled {
         agent = Arc::new(StatusSnapshots::new(agent, settings.status.key.clone()));
     }

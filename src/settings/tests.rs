@@ -251,7 +251,7 @@ everything = { tool = "write_document", tool_argument = "*" }
 
 #[test]
 fn demo_agents_are_added_unless_off_in_production_or_configured() {
-    const DEMO: [&str; 9] = [
+    const DEMO: [&str; 10] = [
         "agentic_chat",
         "agentic_chat_multimodal",
         "agentic_chat_reasoning",

@@ -10,6 +10,7 @@
 //! a [`StateUpdate`] for the shared state, like a LangGraph `Command(update=...)`.
 
 mod http_post;
+mod input_request;
 pub mod mcp;
 mod state_write;
 mod static_result;
@@ -25,6 +26,7 @@ use serde_json::Value;
 
 use crate::settings::{ToolKindSettings, ToolSettings};
 pub use http_post::HttpPostTool;
+pub use input_request::{InputAnswers, InputQuestion, InputRequired, MAX_CARRIED_BYTES};
 pub(crate) use state_write::select_argument;
 pub use state_write::StateWriteTool;
 pub use static_result::StaticResultTool;
@@ -134,6 +136,8 @@ pub struct ToolContext {
     /// Where the tool may report progress while it runs (shown as status updates when the agent
     /// has status enabled). Reports that do not fit are dropped: progress is advisory.
     pub progress: Option<tokio::sync::mpsc::Sender<ToolProgress>>,
+    /// The user's answers, when the call is retried after it asked ([`ToolError::NeedsInput`]).
+    pub input: Option<Box<InputAnswers>>,
 }
 
 impl ToolContext {
@@ -199,6 +203,9 @@ pub enum ToolError {
     Panicked,
     #[error("no tool named `{0}` exists")]
     Unknown(String),
+    /// Not a failure: the call stopped to ask the user, and is called again with the answers.
+    #[error("the tool is waiting for the user's input")]
+    NeedsInput(Box<InputRequired>),
 }
 
 impl ToolError {
@@ -210,6 +217,7 @@ impl ToolError {
             ToolError::Timeout(_) => "timeout",
             ToolError::Panicked => "panicked",
             ToolError::Unknown(_) => "unknown_tool",
+            ToolError::NeedsInput(_) => "input_required",
         }
     }
 }

@@ -102,6 +102,7 @@ mod tests {
     fn context(state: Value) -> ToolContext {
         ToolContext {
             progress: None,
+            input: None,
             scope: "s".into(),
             agent: "a".into(),
             thread_id: "t".into(),

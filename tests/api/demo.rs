@@ -606,7 +606,7 @@ async fn interrupt_asks_for_a_meeting_time_and_confirms_the_choice() {
     );
     assert_eq!(interrupt["metadata"]["agui-host"]["arguments"], arguments);
     let id = interrupt_id(&events, &call_id);
-    let history = client_history(&[ask.clone()], &events);
+    let history = client_history(std::slice::from_ref(&ask), &events);
     let choice = json!({"chosen_time": "Tuesday 10:00", "chosen_label": "Tuesday morning"});
     let events = app
         .run_events(

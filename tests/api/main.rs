@@ -68,6 +68,7 @@ mod hosts;
 mod input_requests;
 mod limits;
 mod mcp;
+mod mcp_elicitation;
 mod metrics;
 mod predicted_state_confirmation;
 mod predictive_state;

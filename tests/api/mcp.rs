@@ -88,17 +88,17 @@ fn stdio(name: &str, command: &str, args: &[&str]) -> McpServerSettings {
     }
 }
 
-fn everything() -> McpServerSettings {
+pub(crate) fn everything() -> McpServerSettings {
     let js = everything_js();
     stdio("everything", "node", &[js.to_str().unwrap(), "stdio"])
 }
 
-fn test_server() -> McpServerSettings {
+pub(crate) fn test_server() -> McpServerSettings {
     let exe = test_server_exe();
     stdio("test", exe.to_str().unwrap(), &["stdio"])
 }
 
-fn http(name: &str, url: &str) -> McpServerSettings {
+pub(crate) fn http(name: &str, url: &str) -> McpServerSettings {
     McpServerSettings {
         transport: McpTransportSettings::Http {
             url: url.into(),
@@ -110,9 +110,9 @@ fn http(name: &str, url: &str) -> McpServerSettings {
 }
 
 /// A server process the test started itself, killed when dropped.
-struct ChildServer {
+pub(crate) struct ChildServer {
     _child: tokio::process::Child,
-    url: String,
+    pub(crate) url: String,
 }
 
 /// The reference server over streamable HTTP, on a port picked free.
@@ -146,7 +146,7 @@ async fn everything_over_http() -> ChildServer {
 }
 
 /// The in-repo server over streamable HTTP (it prints its URL first).
-async fn test_server_over_http() -> ChildServer {
+pub(crate) async fn test_server_over_http() -> ChildServer {
     use tokio::io::AsyncBufReadExt;
     let mut child = tokio::process::Command::new(test_server_exe())
         .arg("http")
@@ -166,15 +166,15 @@ async fn test_server_over_http() -> ChildServer {
 
 // ---- App -------------------------------------------------------------------------------------
 
-struct McpApp {
-    app: TestApp,
+pub(crate) struct McpApp {
+    pub(crate) app: TestApp,
     mcp: McpServers,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
     task: tokio::task::JoinHandle<std::io::Result<()>>,
 }
 
 /// The app with the default agent's MCP servers set by `configure`.
-async fn spawn_mcp_app(configure: impl FnOnce(&mut Settings)) -> McpApp {
+pub(crate) async fn spawn_mcp_app(configure: impl FnOnce(&mut Settings)) -> McpApp {
     let fake = FakeLlm::start().await;
     let mut settings = test_settings(&fake);
     configure(&mut settings);
@@ -200,7 +200,7 @@ async fn spawn_mcp_app(configure: impl FnOnce(&mut Settings)) -> McpApp {
 }
 
 impl McpApp {
-    async fn shut_down(mut self) {
+    pub(crate) async fn shut_down(mut self) {
         let _ = self.stop.take().unwrap().send(());
         self.task.await.unwrap().unwrap();
     }
@@ -211,12 +211,12 @@ fn assistant_of(settings: &mut Settings) -> &mut agui_host::settings::AgentSetti
     settings.agents.get_mut(&name).unwrap()
 }
 
-fn with_servers(settings: &mut Settings, servers: Vec<McpServerSettings>) {
+pub(crate) fn with_servers(settings: &mut Settings, servers: Vec<McpServerSettings>) {
     assistant_of(settings).mcp_servers = servers;
 }
 
 /// The tool message the model got for `tool_call_id` in request `n`.
-fn tool_message(app: &TestApp, n: usize, tool_call_id: &str) -> String {
+pub(crate) fn tool_message(app: &TestApp, n: usize, tool_call_id: &str) -> String {
     let body = &app.upstream_bodies()[n];
     let message = body["messages"]
         .as_array()
@@ -227,7 +227,7 @@ fn tool_message(app: &TestApp, n: usize, tool_call_id: &str) -> String {
     content_text(message)
 }
 
-fn result_of(events: &[Value], tool_call_id: &str) -> String {
+pub(crate) fn result_of(events: &[Value], tool_call_id: &str) -> String {
     of_type(events, "TOOL_CALL_RESULT")
         .into_iter()
         .find(|e| e["toolCallId"] == tool_call_id)

@@ -26,7 +26,7 @@
 //! offered to it, and its calls and answers (and CopilotKit's echo of an interrupt answer) are
 //! removed from the history, so the provider sees one clean call/result pair.
 
-use std::collections::{BTreeSet, HashMap, HashSet};
+use std::collections::HashSet;
 use std::sync::Arc;
 
 use futures_util::stream::{self, StreamExt, TryStreamExt};
@@ -35,16 +35,21 @@ use serde_json::Value;
 use crate::agent::approval::{ApprovalPolicies, ApprovalSigner, ApprovalSubject, IdCheck};
 use crate::agent::approval_id::{abbreviate as abbreviated, ApprovalId};
 use crate::agent::config::ApprovalSettings;
+use crate::agent::elicitation::{self, CarriedQuestion};
 use crate::agent::input::ClientAnswer;
 use crate::agent::{
     map_updates, new_id, Agent, AgentError, AgentStream, AgentUpdate, DecisionClaims,
     DecisionOutcome, RestoreState, RunRequest, ToolDecision,
 };
-use crate::protocol::{Content, EventBody, Message, ProtocolVersion, ResumeStatus};
+use crate::protocol::{EventBody, Message, ProtocolVersion, ResumeStatus};
 
 mod ask;
+mod elicited;
+mod history;
 
 use ask::GateMapper;
+use elicited::{carried_question, with_carried, ElicitedCalls, Refusal};
+use history::{strip_protocol, Channel, History, HistoryCall};
 
 /// Cloned into a run whose decisions are claimed first (see the module docs): every field is
 /// shared or small.
@@ -54,6 +59,9 @@ pub struct ApprovalGate {
     policies: ApprovalPolicies,
     signer: ApprovalSigner,
     settings: ApprovalSettings,
+    /// Whether a server tool may stop to ask the user while it runs (an MCP server's
+    /// elicitation): its questions must be carried out even without approval policies.
+    tools_may_ask: bool,
 }
 
 impl std::fmt::Debug for ApprovalGate {
@@ -80,16 +88,6 @@ impl<'a> Asker<'a> {
     }
 }
 
-/// A tool call found in the client's history.
-struct HistoryCall {
-    id: String,
-    name: String,
-    /// Parsed arguments (`Null` when they are not JSON).
-    arguments: Value,
-    /// Index of the assistant message holding it.
-    message_index: usize,
-}
-
 impl ApprovalGate {
     pub fn new(
         inner: Arc<dyn Agent>,
@@ -102,7 +100,15 @@ impl ApprovalGate {
             policies,
             signer,
             settings,
+            tools_may_ask: false,
         }
+    }
+
+    /// Carries the questions server tools ask while they run (the agent has MCP servers).
+    #[must_use]
+    pub fn with_tools_that_ask(mut self, tools_may_ask: bool) -> Self {
+        self.tools_may_ask = tools_may_ask;
+        self
     }
 
     /// Whether `name` is one of the client tools the gate asks 0.x clients through.
@@ -127,6 +133,7 @@ impl ApprovalGate {
         let mut taken = Taken::default();
         self.take_client_tool_answers(Asker::of(request), &history, &mut taken)?;
         self.take_resume_entries(request, &history, &mut taken)?;
+        taken.finish_elicited()?;
         self.check_last_turn_answered(request, &history, &taken)?;
         strip_protocol(
             &mut request.messages,
@@ -175,13 +182,22 @@ impl ApprovalGate {
                 continue;
             }
             let signed = self
-                .find_signed_call(&approval.id, asker, &candidates)
+                .find_signed_call(
+                    &with_carried(&approval.id, &approval.arguments),
+                    asker,
+                    &candidates,
+                )
                 .ok_or_else(|| unknown(&approval.id))?;
             let call = signed.call;
             if carried_out(call) {
                 continue;
             }
             fresh(&signed)?;
+            if let Some(question) = carried_question(&signed.id) {
+                let response = question.client_answer(answer);
+                taken.elicited(&signed, question, response)?;
+                continue;
+            }
             let outcome = self.client_answer(&call.name, &call.arguments, answer);
             taken.decide(&signed, outcome)?;
         }
@@ -214,6 +230,16 @@ impl ApprovalGate {
                 continue;
             }
             fresh(&signed)?;
+            if let Some(question) = carried_question(&signed.id) {
+                let response = match entry.status {
+                    ResumeStatus::Cancelled => elicitation::cancel(),
+                    ResumeStatus::Resolved => question
+                        .resolved(entry.payload.as_ref())
+                        .map_err(|why| invalid_payload(&entry.interrupt_id, &why))?,
+                };
+                taken.elicited(&signed, question, response)?;
+                continue;
+            }
             let outcome = match entry.status {
                 ResumeStatus::Cancelled => DecisionOutcome::Declined,
                 ResumeStatus::Resolved => self.resume_answer(
@@ -301,10 +327,7 @@ impl ApprovalGate {
         arguments: &Value,
         payload: Option<&Value>,
     ) -> Result<DecisionOutcome, AgentError> {
-        let invalid = |why: &str| AgentError::Resume {
-            code: "invalid_resume_payload",
-            message: format!("the answer to interrupt `{interrupt_id}` {why}"),
-        };
+        let invalid = |why: &str| invalid_payload(interrupt_id, why);
         if let Some(input) = self.policies.input(tool) {
             let answer = payload.ok_or_else(|| invalid("has no payload"))?;
             input.check(answer).map_err(|why| invalid(&why))?;
@@ -361,76 +384,6 @@ impl ApprovalGate {
     }
 }
 
-/// How a decision reaches the gate, which decides where a client's echo of it can be.
-#[derive(Clone, Copy)]
-enum Channel {
-    /// 0.x: a tool message answering the approval call, which is a call of its own.
-    ApprovalCall,
-    /// 1.0: a `resume` entry.
-    Resume,
-}
-
-/// The tool calls and tool messages of a request's history.
-struct History<'r> {
-    calls: Vec<HistoryCall>,
-    /// The text of the first tool message answering each call id.
-    answers: HashMap<String, String>,
-    /// The "already carried out" guard's data: where each call's tool messages are.
-    replies: HashMap<String, Vec<usize>>,
-    /// Index of the last assistant message: what the model said last.
-    last_assistant: Option<usize>,
-    /// Calls the thread's record holds a result for (see [`RunRequest::recorded_results`]).
-    recorded: &'r BTreeSet<String>,
-}
-
-impl<'r> History<'r> {
-    fn of(messages: &[Message], recorded: &'r BTreeSet<String>) -> History<'r> {
-        let mut answers = HashMap::new();
-        let mut replies: HashMap<String, Vec<usize>> = HashMap::new();
-        for (index, call_id, text) in tool_answers(messages) {
-            replies.entry(call_id.clone()).or_default().push(index);
-            answers.entry(call_id).or_insert(text);
-        }
-        History {
-            calls: history_calls(messages),
-            answers,
-            replies,
-            last_assistant: messages
-                .iter()
-                .rposition(|m| matches!(m, Message::Assistant(_))),
-            recorded,
-        }
-    }
-
-    fn answer_to(&self, call_id: &str) -> Option<&str> {
-        self.answers.get(call_id).map(String::as_str)
-    }
-
-    /// The "already carried out" guard: whether the call has its result in the history. A
-    /// decision about such a call was acted on in an earlier run, and the client kept what it
-    /// produced; acting on it again would repeat the side effect.
-    ///
-    /// A result is told from a client's echo of the decision by where it is, never by what it
-    /// says: a tool's own result may well read `{"approved": true}`. A 0.x answer is a message
-    /// on the approval call, so any message on the call itself is its result. A 1.0 client may
-    /// echo its answer as a message on the call (CopilotKit's `useInterrupt`), added when it
-    /// answers: then it is the call's only message and the model has said nothing since. A
-    /// second message, or a reply of the model after the first, means the call has its result.
-    /// With a thread store the record settles it: a result the server produced (which it may
-    /// have put back where the client had dropped it) is a result.
-    fn carried_out(&self, call_id: &str, channel: Channel) -> bool {
-        if self.recorded.contains(call_id) {
-            return true;
-        }
-        let replies = self.replies.get(call_id).map_or(&[][..], Vec::as_slice);
-        match (channel, replies) {
-            (_, []) => false,
-            (Channel::Resume, [only]) => self.last_assistant.is_some_and(|last| last > *only),
-            _ => true,
-        }
-    }
-}
-
 /// The decisions taken so far from one request, and the approval protocol to remove from it.
 #[derive(Default)]
 struct Taken {
@@ -438,6 +391,9 @@ struct Taken {
     decided: HashSet<String>,
     protocol_calls: HashSet<String>,
     protocol_answers: HashSet<String>,
+    /// Answers to the questions tools asked while they ran, by call: a call is retried only
+    /// once every question of it is answered.
+    elicited: ElicitedCalls,
 }
 
 impl Taken {
@@ -466,6 +422,52 @@ impl Taken {
                 outcome,
             },
         });
+        Ok(())
+    }
+}
+
+impl Taken {
+    /// Records the answer to one of the questions a tool asked (see `elicited.rs`).
+    fn elicited(
+        &mut self,
+        signed: &SignedCall<'_>,
+        question: CarriedQuestion,
+        response: Value,
+    ) -> Result<(), AgentError> {
+        let call = signed.call;
+        let id = signed.id.to_string();
+        if self.decided.contains(&call.id) {
+            return Err(answered_twice(&id));
+        }
+        self.elicited
+            .add(call, &signed.id, question, response)
+            .map_err(|refusal| match refusal {
+                Refusal::OtherAsking => unknown(&id),
+                _ => answered_twice(&id),
+            })?;
+        // A message on the call can only be a client's echo of an answer (as for approvals).
+        self.protocol_answers.insert(call.id.clone());
+        Ok(())
+    }
+
+    /// Turns each call whose questions are all answered into a decision to retry it; a call
+    /// with a question left unanswered is refused.
+    fn finish_elicited(&mut self) -> Result<(), AgentError> {
+        let retries = std::mem::take(&mut self.elicited)
+            .finish()
+            .map_err(|refusal| AgentError::Resume {
+                code: "interrupt_unanswered",
+                message: refusal.to_string(),
+            })?;
+        for retry in retries {
+            self.decided.insert(retry.decision.tool_call_id.clone());
+            self.decisions.push(TakenDecision {
+                confirmation: None,
+                expires: retry.expires,
+                approval: retry.approval,
+                decision: retry.decision,
+            });
+        }
         Ok(())
     }
 }
@@ -511,8 +513,11 @@ impl Decisions {
         for taken in &mut self.decisions {
             let call = &taken.decision.tool_call_id;
             let first = match taken.decision.outcome {
-                // An answer is claimed like an approval: it becomes the call's result once.
-                DecisionOutcome::Approved { .. } | DecisionOutcome::Answered { .. } => {
+                // An answer is claimed like an approval: it becomes the call's result once, and
+                // a tool's questions answered retry the call once.
+                DecisionOutcome::Approved { .. }
+                | DecisionOutcome::Answered { .. }
+                | DecisionOutcome::Elicited { .. } => {
                     claims.claim(call, &taken.approval, taken.expires).await?
                 }
                 _ => !claims.is_claimed(call, &taken.approval).await?,
@@ -634,7 +639,8 @@ impl ApprovalGate {
             text_message(&self.settings.accepted_message, &mut prefix);
         }
         request.decisions = decisions;
-        let mapper = (!self.policies.is_empty()).then(|| GateMapper {
+        let asks = !self.policies.is_empty() || self.tools_may_ask;
+        let mapper = asks.then(|| GateMapper {
             client_tool: request.version == ProtocolVersion::Legacy && self.settings.client_tool,
             client_tool_name: self.settings.client_tool_name.clone(),
             input_tool_name: self.settings.input_tool_name.clone(),
@@ -644,7 +650,7 @@ impl ApprovalGate {
             signer: self.signer.clone(),
         });
         let updates = self.inner.run(request)?;
-        // Without policies the base agent never asks for approval: no per-event mapping.
+        // Without policies or tools that ask the base agent never asks: no per-event mapping.
         let updates = match mapper {
             Some(mapper) => map_updates(updates, mapper),
             None => updates,
@@ -656,68 +662,6 @@ impl ApprovalGate {
             .chain(updates)
             .boxed())
     }
-}
-
-fn history_calls(messages: &[Message]) -> Vec<HistoryCall> {
-    let mut calls = Vec::new();
-    for (message_index, message) in messages.iter().enumerate() {
-        let Message::Assistant(assistant) = message else {
-            continue;
-        };
-        for call in &assistant.tool_calls {
-            let arguments = if call.function.arguments.trim().is_empty() {
-                Value::Object(Default::default())
-            } else {
-                serde_json::from_str(&call.function.arguments).unwrap_or(Value::Null)
-            };
-            calls.push(HistoryCall {
-                id: call.id.clone(),
-                name: call.function.name.clone(),
-                arguments,
-                message_index,
-            });
-        }
-    }
-    calls
-}
-
-/// `(index, tool_call_id, text)` of every tool message.
-fn tool_answers(messages: &[Message]) -> Vec<(usize, String, String)> {
-    messages
-        .iter()
-        .enumerate()
-        .filter_map(|(index, message)| match message {
-            Message::Tool(tool) => Some((
-                index,
-                tool.tool_call_id.clone(),
-                content_text(&tool.content),
-            )),
-            _ => None,
-        })
-        .collect()
-}
-
-fn content_text(content: &Content) -> String {
-    content.text()
-}
-
-/// Removes approval calls from assistant messages (and messages left empty), and the tool
-/// messages answering approval calls or echoing decisions.
-fn strip_protocol(messages: &mut Vec<Message>, calls: &HashSet<String>, answers: &HashSet<String>) {
-    if calls.is_empty() && answers.is_empty() {
-        return;
-    }
-    messages.retain_mut(|message| match message {
-        Message::Tool(tool) => !answers.contains(&tool.tool_call_id),
-        Message::Assistant(assistant) => {
-            assistant
-                .tool_calls
-                .retain(|call| !calls.contains(&call.id));
-            !assistant.tool_calls.is_empty()
-                || assistant.content.as_deref().is_some_and(|c| !c.is_empty())
-        }
-        _ => true,
-    });
 }
 
 fn text_message(text: &str, out: &mut Vec<AgentUpdate>) {
@@ -738,6 +682,16 @@ fn unknown(id: &str) -> AgentError {
         message: format!(
             "`{}` matches no approval pending in this thread's history",
             abbreviated(id)
+        ),
+    }
+}
+
+fn invalid_payload(interrupt_id: &str, why: &str) -> AgentError {
+    AgentError::Resume {
+        code: "invalid_resume_payload",
+        message: format!(
+            "the answer to interrupt `{}` {why}",
+            abbreviated(interrupt_id)
         ),
     }
 }

@@ -16,7 +16,7 @@ use rmcp::RoleClient;
 use serde_json::Value;
 use tracing::Instrument;
 
-use super::{content, identity, trace, McpServer, ProgressRoute};
+use super::{content, elicit, identity, trace, McpServer, ProgressRoute};
 use crate::tools::{Tool, ToolContext, ToolDefinition, ToolError, ToolOutput};
 
 pub(super) struct McpTool {
@@ -69,8 +69,16 @@ impl McpTool {
             .send(&server, &peer, arguments, context, &span)
             .instrument(span.clone())
             .await;
-        if let Err(failure) = &answer {
-            trace::record_failure(&span, failure.error.kind(), failure.json_rpc_code);
+        match &answer {
+            // Asking the user is how the call goes on, not a failure.
+            Err(CallFailure {
+                error: ToolError::NeedsInput(_),
+                ..
+            })
+            | Ok(_) => {}
+            Err(failure) => {
+                trace::record_failure(&span, failure.error.kind(), failure.json_rpc_code)
+            }
         }
         answer.map_err(|failure| failure.error)
     }
@@ -86,6 +94,11 @@ impl McpTool {
     ) -> Result<ToolOutput, CallFailure> {
         let mut params = CallToolRequestParams::new(self.remote_name.clone());
         params.arguments = Some(arguments);
+        if let Some(answers) = context.input.as_deref() {
+            // The retry of a call that asked: the answers, and the state exactly as it came.
+            params.input_responses = Some(answers.responses.clone().into_iter().collect());
+            params.request_state = answers.state.clone();
+        }
         let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
         let mut meta = if server.sends_identity() {
             identity::meta(&context.thread_id, &context.run_id, &server.agent)
@@ -131,6 +144,10 @@ impl McpTool {
         match answer {
             Ok(ServerResult::CallToolResult(result)) => {
                 content::result_to_output(result).map_err(CallFailure::from)
+            }
+            Ok(ServerResult::InputRequiredResult(result)) => {
+                let asked = elicit::questions(&server.settings.name, result)?;
+                Err(ToolError::NeedsInput(Box::new(asked)).into())
             }
             Ok(_) => Err(ToolError::Failed(
                 "the MCP server answered tools/call with something else than a tool result".into(),

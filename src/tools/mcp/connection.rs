@@ -10,11 +10,17 @@ use std::time::Duration;
 
 use process_wrap::tokio::{CommandWrap, ProcessGroup};
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
-use rmcp::model::{ClientCapabilities, ClientConfig, Implementation, ProgressNotificationParam};
-use rmcp::service::{NotificationContext, RunningService};
+use rmcp::model::{
+    ClientCapabilities, ClientConfig, ElicitRequestParams, ElicitResult, ElicitationAction,
+    ElicitationCapability, FormElicitationCapability, Implementation, ProgressNotificationParam,
+    ProtocolVersion, UrlElicitationCapability,
+};
+use rmcp::service::{
+    ClientLifecycleMode, ClientServiceExt, NotificationContext, RequestContext, RunningService,
+};
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
-use rmcp::{ClientHandler, RoleClient, ServiceExt};
+use rmcp::{ClientHandler, RoleClient};
 use tokio::io::AsyncBufReadExt;
 
 use super::call::McpTool;
@@ -63,15 +69,50 @@ impl ClientHandler for Handler {
         }
     }
 
+    /// A server on a revision before 2026-07-28 asks in the middle of its call. The person's
+    /// answer comes in a later run, maybe on another replica, so the call cannot be held open
+    /// for it: declined at once, and the server's tool decides what to answer. Servers on
+    /// 2026-07-28 ask with an `input_required` result instead, which reaches the user.
+    async fn create_elicitation(
+        &self,
+        _request: ElicitRequestParams,
+        _context: RequestContext<RoleClient>,
+    ) -> Result<ElicitResult, rmcp::ErrorData> {
+        let server = self.server.upgrade();
+        let name = server.as_ref().map_or("?", |s| s.settings.name.as_str());
+        tracing::warn!(
+            server = name,
+            "an MCP server asked for input in the middle of a call (elicitation/create, before \
+             MCP 2026-07-28): declined; only input_required results reach the user"
+        );
+        Ok(ElicitResult::new(ElicitationAction::Decline))
+    }
+
     fn get_info(&self) -> ClientConfig {
+        // Form and URL elicitation: the questions of `input_required` results reach the user.
+        let mut capabilities = ClientCapabilities::default();
+        capabilities.elicitation = Some(
+            ElicitationCapability::new()
+                .with_form(FormElicitationCapability::new())
+                .with_url(UrlElicitationCapability::new()),
+        );
         ClientConfig::new(
-            ClientCapabilities::default(),
+            capabilities,
             Implementation::new("agui-host", env!("CARGO_PKG_VERSION")),
         )
     }
 }
 
 pub(super) type Live = RunningService<RoleClient, Handler>;
+
+/// The newest revision where the server has it (2026-07-28: a server may then ask the user
+/// through `input_required` results), else the server's own with the `initialize` handshake.
+fn lifecycle() -> ClientLifecycleMode {
+    ClientLifecycleMode::Auto {
+        preferred_versions: vec![ProtocolVersion::LATEST],
+        legacy_version: None,
+    }
+}
 
 /// Starts and initializes the server and lists its tools, within `connect_timeout_secs`.
 pub(super) async fn connect(server: &Arc<McpServer>) -> Result<Live, String> {
@@ -83,7 +124,7 @@ pub(super) async fn connect(server: &Arc<McpServer>) -> Result<Live, String> {
             McpTransportSettings::Stdio { .. } => {
                 let transport = spawn_child(server)?;
                 handler
-                    .serve(transport)
+                    .serve_with_lifecycle(transport, lifecycle())
                     .await
                     .map_err(|e| format!("the MCP handshake failed: {e}"))?
             }
@@ -99,7 +140,7 @@ pub(super) async fn connect(server: &Arc<McpServer>) -> Result<Live, String> {
                 let config = StreamableHttpClientTransportConfig::with_uri(url.as_str());
                 let transport = StreamableHttpClientTransport::with_client(client, config);
                 handler
-                    .serve(transport)
+                    .serve_with_lifecycle(transport, lifecycle())
                     .await
                     .map_err(|e| format!("the MCP handshake with {url} failed: {e}"))?
             }

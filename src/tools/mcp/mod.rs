@@ -12,6 +12,7 @@
 mod call;
 mod connection;
 mod content;
+mod elicit;
 mod identity;
 mod trace;
 

@@ -1,12 +1,18 @@
-//! The way out of the approval gate: a call waiting for a person (an approval, or an input
-//! tool's question) becomes an interrupt for a 1.0 client, or a client tool call
-//! (`request_approval`, `request_input`) for a 0.x client, under a freshly signed id.
+//! The way out of the approval gate: a call waiting for a person becomes an interrupt for a
+//! 1.0 client, or a client tool call for a 0.x client, under a freshly signed id. A call waits
+//! for one of three things: an approval (`request_approval`), an input tool's question, or the
+//! questions a tool asked while it ran (both `request_input`, one per question).
 
-use serde_json::json;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use base64::Engine as _;
+use serde_json::{json, Map, Value};
 
 use crate::agent::approval::{ApprovalPolicies, ApprovalSigner, ApprovalSubject};
+use crate::agent::approval_id::ApprovalId;
+use crate::agent::elicitation::CarriedQuestion;
 use crate::agent::{AgentError, AgentUpdate, ApprovalRequest, UpdateMapper, Updates};
 use crate::protocol::{EventBody, Interrupt};
+use crate::tools::InputRequired;
 
 pub(super) struct GateMapper {
     /// Ask through a client tool call (0.x clients) rather than an interrupt.
@@ -19,93 +25,183 @@ pub(super) struct GateMapper {
     pub(super) signer: ApprovalSigner,
 }
 
+/// One question on its way out, in both shapes.
+struct Question {
+    id: String,
+    expires_at: Option<String>,
+    reason: &'static str,
+    message: String,
+    response_schema: Map<String, Value>,
+    metadata: Option<Map<String, Value>>,
+    /// The 0.x client tool that asks it, and that call's arguments.
+    client_tool: String,
+    client_arguments: Value,
+    /// The 0.x call's id, when it is not `id`.
+    client_id: Option<String>,
+}
+
 impl UpdateMapper for GateMapper {
     fn on_update(&mut self, update: AgentUpdate, out: &mut Updates) -> Result<(), AgentError> {
         let AgentUpdate::ApprovalRequest(request) = update else {
             out.push(update);
             return Ok(());
         };
+        let questions = match &request.input {
+            Some(asked) => self.tools_questions(&request, asked),
+            None => vec![self.approval_or_input(&request)],
+        };
+        for question in questions {
+            self.ask(question, &request, out);
+        }
+        Ok(())
+    }
+}
+
+impl GateMapper {
+    fn subject<'a>(&'a self, request: &'a ApprovalRequest) -> ApprovalSubject<'a> {
+        ApprovalSubject {
+            scope: &self.scope,
+            thread_id: &self.thread_id,
+            tool_call_id: &request.tool_call_id,
+            tool_name: &request.tool_name,
+            arguments: &request.arguments,
+        }
+    }
+
+    /// An approval, or an input tool's question.
+    fn approval_or_input(&self, request: &ApprovalRequest) -> Question {
         let ApprovalRequest {
             tool_call_id,
             tool_name,
             arguments,
-            parent_message_id,
             restore_state,
+            ..
         } = request;
-        let approval_id = self.signer.mint(
-            ApprovalSubject {
-                scope: &self.scope,
-                thread_id: &self.thread_id,
-                tool_call_id: &tool_call_id,
-                tool_name: &tool_name,
-                arguments: &arguments,
-            },
-            restore_state.as_deref(),
-        );
+        let approval_id = self
+            .signer
+            .mint(self.subject(request), restore_state.as_deref());
         let id = approval_id.to_string();
-        let input = self.policies.input(&tool_name);
-        let message = match input {
-            Some(input) => input.message(&tool_name, &arguments),
-            None => self.policies.message(&tool_name, &arguments),
-        };
-        if self.client_tool {
-            let (client_tool, call_arguments) = match input {
-                Some(input) => (
-                    &self.input_tool_name,
-                    json!({
+        let expires_at = ApprovalSigner::expires_at(&approval_id);
+        match self.policies.input(tool_name) {
+            Some(input) => {
+                let message = input.message(tool_name, arguments);
+                Question {
+                    client_arguments: json!({
                         "toolCallId": tool_call_id,
                         "toolName": tool_name,
                         "arguments": arguments,
                         "message": message,
                         "responseSchema": input.response_schema(),
                     }),
-                ),
-                None => (
-                    &self.client_tool_name,
-                    json!({
+                    id,
+                    expires_at,
+                    reason: "input_required",
+                    message,
+                    response_schema: input.response_schema().clone(),
+                    // The model's arguments ride along, so a page can offer what the model
+                    // proposed (the slots it found, the options it listed).
+                    metadata: Some(ours(json!({"tool": tool_name, "arguments": arguments}))),
+                    client_tool: self.input_tool_name.clone(),
+                    client_id: None,
+                }
+            }
+            None => {
+                let message = self.policies.message(tool_name, arguments);
+                Question {
+                    client_arguments: json!({
                         "toolCallId": tool_call_id,
                         "toolName": tool_name,
                         "arguments": arguments,
                         "message": message,
-                        "allowEdit": self.policies.allows_edit(&tool_name),
+                        "allowEdit": self.policies.allows_edit(tool_name),
                     }),
-                ),
-            };
+                    id,
+                    expires_at,
+                    reason: "tool_call",
+                    message,
+                    response_schema: self.policies.response_schema(tool_name),
+                    metadata: None,
+                    client_tool: self.client_tool_name.clone(),
+                    client_id: None,
+                }
+            }
+        }
+    }
+
+    /// The questions a tool asked while it ran: one each, every id carrying what the retry
+    /// needs (see `crate::agent::elicitation`).
+    fn tools_questions(&self, request: &ApprovalRequest, asked: &InputRequired) -> Vec<Question> {
+        asked
+            .questions
+            .iter()
+            .map(|question| {
+                let carried = CarriedQuestion::of(asked, question).encode();
+                let approval_id = self
+                    .signer
+                    .mint_carrying(self.subject(request), Some(carried.clone()));
+                let mut about =
+                    json!({"source": "mcp", "server": asked.asker, "tool": request.tool_name});
+                if let Some(url) = &question.url {
+                    about["url"] = json!(url);
+                }
+                // A 0.x client sends the call back with every later request, where ids are
+                // bounded (`max_id_bytes`): its id leaves the data out, and the data rides in
+                // an argument, put back before the tag is checked.
+                let short_id = ApprovalId {
+                    restore: None,
+                    ..approval_id.clone()
+                };
+                Question {
+                    client_arguments: json!({
+                        "toolCallId": request.tool_call_id,
+                        "toolName": request.tool_name,
+                        "message": question.message,
+                        "responseSchema": question.schema,
+                        "source": about,
+                        "carried": URL_SAFE_NO_PAD.encode(&carried),
+                    }),
+                    client_id: Some(short_id.to_string()),
+                    id: approval_id.to_string(),
+                    expires_at: ApprovalSigner::expires_at(&approval_id),
+                    reason: "input_required",
+                    message: question.message.clone(),
+                    response_schema: question.schema.clone(),
+                    metadata: Some(ours(about)),
+                    client_tool: self.input_tool_name.clone(),
+                }
+            })
+            .collect()
+    }
+
+    fn ask(&self, question: Question, request: &ApprovalRequest, out: &mut Updates) {
+        if self.client_tool {
+            let id = question.client_id.unwrap_or(question.id);
             out.push(AgentUpdate::Event(EventBody::tool_call_start(
                 id.clone(),
-                client_tool.clone(),
-                Some(parent_message_id),
+                question.client_tool,
+                Some(request.parent_message_id.clone()),
             )));
             out.push(AgentUpdate::Event(EventBody::tool_call_args(
                 id.clone(),
-                call_arguments.to_string(),
+                question.client_arguments.to_string(),
             )));
             out.push(AgentUpdate::Event(EventBody::tool_call_end(id)));
-        } else {
-            let (reason, response_schema, metadata) = match input {
-                // The model's arguments ride along, so a page can offer what the model proposed
-                // (the slots it found, the options it listed).
-                Some(input) => (
-                    "input_required",
-                    input.response_schema().clone(),
-                    Some(serde_json::Map::from_iter([(
-                        "agui-host".to_owned(),
-                        json!({"tool": tool_name, "arguments": arguments}),
-                    )])),
-                ),
-                None => ("tool_call", self.policies.response_schema(&tool_name), None),
-            };
-            out.push(AgentUpdate::Interrupt(Box::new(Interrupt {
-                expires_at: ApprovalSigner::expires_at(&approval_id),
-                id,
-                reason: reason.to_owned(),
-                message: Some(message),
-                tool_call_id: Some(tool_call_id),
-                response_schema: Some(response_schema),
-                metadata,
-                subagent_run_id: None,
-            })));
+            return;
         }
-        Ok(())
+        out.push(AgentUpdate::Interrupt(Box::new(Interrupt {
+            expires_at: question.expires_at,
+            id: question.id,
+            reason: question.reason.to_owned(),
+            message: Some(question.message),
+            tool_call_id: Some(request.tool_call_id.clone()),
+            response_schema: Some(question.response_schema),
+            metadata: question.metadata,
+            subagent_run_id: None,
+        })));
     }
+}
+
+/// `metadata` under this server's own key.
+fn ours(value: Value) -> Map<String, Value> {
+    Map::from_iter([("agui-host".to_owned(), value)])
 }

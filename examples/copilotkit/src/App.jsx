@@ -57,6 +57,7 @@ function Conversation({ threadId, onRunEnded }) {
   return (
     <CopilotKitProvider runtimeUrl="/api/copilotkit" agentId={AGENT} enableInspector={false}>
       <ApprovalTool onDecision={setPhase} />
+      <InputTool />
       <RunWatcher onRunEnded={onRunEnded} />
       <main className="layout">
         <RecipeView phase={phase} onWriting={onWriting} />
@@ -291,6 +292,89 @@ function decisionOf(result) {
     const value = typeof result === "string" ? JSON.parse(result) : result;
     const approved = value?.approved ?? value?.accepted;
     return approved === true ? "approved" : approved === false ? "rejected" : null;
+  } catch {
+    return null;
+  }
+}
+
+/**
+ * agui-host asks CopilotKit's client (AG-UI 0.x) a question with a `request_input` tool call:
+ * {toolCallId, toolName, message, responseSchema, ...} for an input tool of the agent (here
+ * ask_servings) or a question an MCP server asked. The page renders a form from the schema's
+ * properties and answers with the values; agui-host checks them against the schema and gives
+ * them to the model as the original call's result.
+ */
+function InputTool() {
+  useHumanInTheLoop({
+    name: "request_input",
+    description: "Asks the person a question and waits for the answer.",
+    parameters: z
+      .object({
+        toolCallId: z.string(),
+        toolName: z.string(),
+        message: z.string(),
+        responseSchema: z.record(z.string(), z.unknown()),
+      })
+      .passthrough(),
+    render: (props) => <QuestionCard {...props} />,
+  });
+  return null;
+}
+
+function QuestionCard({ args, status, respond, result }) {
+  const properties = Object.entries(args?.responseSchema?.properties ?? {});
+  const [values, setValues] = useState({});
+  const [sent, setSent] = useState(null);
+  const answered = sent ?? answerOf(result);
+  const waiting = status === "executing" && answered === null;
+  const submit = (event) => {
+    event.preventDefault();
+    const answer = {};
+    for (const [name, schema] of properties) {
+      const raw = values[name] ?? "";
+      answer[name] = schema?.type === "integer" || schema?.type === "number" ? Number(raw) : raw;
+    }
+    setSent(answer);
+    respond?.(answer);
+  };
+  return (
+    <form className="question" data-testid="question-card" onSubmit={submit}>
+      <p className="approval-question">{args?.message ?? "A question"}</p>
+      {answered ? (
+        <p className="question-answer" data-testid="question-answer">
+          {Object.values(answered).join(", ")}
+        </p>
+      ) : (
+        <>
+          {properties.map(([name, schema]) => (
+            <label key={name} className="question-field">
+              <span>{schema?.title ?? name}</span>
+              <input
+                name={name}
+                type={schema?.type === "integer" || schema?.type === "number" ? "number" : "text"}
+                min={schema?.minimum}
+                max={schema?.maximum}
+                disabled={!waiting}
+                value={values[name] ?? ""}
+                onChange={(e) => setValues((v) => ({ ...v, [name]: e.target.value }))}
+              />
+            </label>
+          ))}
+          <button type="submit" className="approve" disabled={!waiting}>
+            Answer
+          </button>
+        </>
+      )}
+    </form>
+  );
+}
+
+/** The answer read back from a tool result, for cards rendered from history. */
+function answerOf(result) {
+  if (result === undefined || result === null) return null;
+  try {
+    const value = typeof result === "string" ? JSON.parse(result) : result;
+    return value && typeof value === "object" ? value : null;
   } catch {
     return null;
   }

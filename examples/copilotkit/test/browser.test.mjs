@@ -3,8 +3,9 @@
 // real agui-host (offline model, examples/copilotkit/agent.toml). It types a request, sees the
 // recipe fill in while the tool call streams (predictive state), answers the approval card, and
 // checks what each answer does; then that a reload, and a restart of the runtime, bring the
-// conversation back from agui-host's thread store, and that it goes on; and that the thread
-// list switches between two conversations. Screenshots go to artifacts/ (ARTIFACTS_DIR).
+// conversation back from agui-host's thread store, and that it goes on; that the thread list
+// switches between two conversations; and that a question of the agent (an input tool) is
+// answered through the page. Screenshots go to artifacts/ (ARTIFACTS_DIR).
 //
 //   AGUI_HOST_BIN   the agui-host binary (default: target/debug/agui-host of the repository)
 //   CHROMIUM_BIN    the browser (default /usr/bin/chromium)
@@ -439,6 +440,40 @@ describe("CopilotKit example in Chromium", () => {
     await approveAndWaitForAnswer(page);
     await expectFullRecipe(page);
     await shot(page, "approve-3-saved");
+
+    assert.deepEqual(problems, []);
+  });
+
+  test("a question: the page answers the agent's request_input through a form, once", async (t) => {
+    const { page, problems } = await openPage(t);
+    await sendMessage(page, "how many servings?");
+    const card = page.getByTestId("question-card");
+    await card.getByText("How many people is the recipe for?").waitFor({ timeout: 30_000 });
+    await card.getByLabel("Servings").fill("4");
+    await shot(page, "question-1-asked");
+    await card.getByRole("button", { name: "Answer" }).click();
+    // The answer is the original call's result, which the model reads back.
+    await page.getByText('The tool returned: {"servings":4}').waitFor({ timeout: 30_000 });
+    await page.getByTestId("question-answer").filter({ hasText: "4" }).waitFor();
+    await page.waitForFunction(() => !document.querySelector('[data-testid="copilot-loading-cursor"]'));
+    await shot(page, "question-2-answered");
+
+    // agui-host kept the call's one result; the question itself never became a message of
+    // the model's conversation.
+    const thread = await storedThread(page);
+    const asked = thread.messages
+      .flatMap((m) => m.toolCalls ?? [])
+      .find((c) => c.function.name === "ask_servings");
+    assert.ok(asked, JSON.stringify(thread.messages, null, 1));
+    const results = thread.messages.filter((m) => m.role === "tool" && m.toolCallId === asked.id);
+    assert.deepEqual(results.map((m) => m.content), ['{"servings":4}'], JSON.stringify(thread.messages, null, 1));
+
+    // A reload shows the answered question, and the conversation goes on without asking again.
+    await reloadPage(page);
+    await page.getByText('The tool returned: {"servings":4}').waitFor();
+    await sendMessage(page, "thanks");
+    await page.getByText(/You said: "thanks"/).waitFor({ timeout: 30_000 });
+    assert.equal(await page.getByTestId("question-card").getByRole("button", { name: "Answer" }).count(), 0);
 
     assert.deepEqual(problems, []);
   });

@@ -318,6 +318,7 @@ fn assemble(
             tools,
             mcp.sources_for(name),
             approval_keys,
+            settings.server.input_limits.max_id_bytes,
         )
         .map_err(|message| SettingsError::Invalid(format!("agents.{name}: {message}")))?;
         agents.insert(name.clone(), agent);

@@ -44,6 +44,7 @@ pub(crate) fn build(
     extra_tools: &[Arc<dyn Tool>],
     tool_sources: Vec<Arc<dyn ToolSource>>,
     approval_keys: &[String],
+    max_id_bytes: usize,
 ) -> Result<Arc<dyn Agent>, String> {
     let mut tools = ToolRegistry::from_settings(&settings.tools).map_err(|e| e.to_string())?;
     for tool in extra_tools {
@@ -76,7 +77,8 @@ pub(crate) fn build(
     let signer = ApprovalSigner::new(approval_keys, name, settings.approval.ttl_secs);
     agent = Arc::new(
         ApprovalGate::new(agent, approvals, signer, settings.approval.clone())
-            .with_tools_that_ask(!settings.mcp_servers.is_empty()),
+            .with_tools_that_ask(!settings.mcp_servers.is_empty())
+            .with_client_id_limit(max_id_bytes),
     );
     if settings.status.enabled {
         agent = Arc::new(StatusSnapshots::new(agent, settings.status.key.clone()));

@@ -439,3 +439,70 @@ async fn an_id_stays_under_its_documented_size_with_a_256_kb_state() {
         );
     }
 }
+
+/// A 0.x client sends the confirmation call back in every later request, where ids are
+/// bounded (`max_id_bytes`, 256): an id carrying a real document's old text would not fit, so
+/// its data rides in the call's arguments, covered by the same tag. Rejecting restores the old
+/// document, and an edited argument is refused.
+#[tokio::test]
+async fn a_0x_client_confirms_a_long_document_whose_restore_does_not_fit_an_id() {
+    let app = spawn_app(|settings| {
+        confirming_writer_saying(settings, "confirm_changes", json!("Document saved."));
+    })
+    .await;
+    let before =
+        json!({"title": "Notes", "document": "The old version, a real page long. ".repeat(40)});
+    app.fake.push(Reply::Sse(chunks::tool_calls(
+        &[("call_w", "write_document", NEW_DOCUMENT)],
+        false,
+    )));
+    let mut first = with_state(input(vec![user("Rewrite it.")]), before.clone());
+    first.as_object_mut().unwrap().remove("protocolVersion");
+    let events = app.run_events("/", &first).await;
+    assert_well_formed(&events);
+    assert_0x_compatible(&events);
+    let confirm_id = confirm_changes_id(&events);
+    assert!(confirm_id.len() <= 256, "{} bytes", confirm_id.len());
+    let arguments = tool_args(&events)[&confirm_id].clone();
+    assert!(arguments.contains("\"carried\""), "{arguments}");
+    let predicted_state = client_state(&before, &events);
+
+    // The history as the client keeps it: the call with the arguments it streamed.
+    let answer = |arguments: &str| {
+        let mut messages = history();
+        messages[1]["toolCalls"]
+            .as_array_mut()
+            .unwrap()
+            .push(json!({
+                "id": confirm_id, "type": "function",
+                "function": {"name": "confirm_changes", "arguments": arguments}
+            }));
+        messages.push(
+            json!({"id": "t-confirm", "role": "tool", "toolCallId": confirm_id,
+            "content": json!({"accepted": false}).to_string()}),
+        );
+        let mut body = with_state(input(messages), predicted_state.clone());
+        body.as_object_mut().unwrap().remove("protocolVersion");
+        body
+    };
+    let mut edited: Value = serde_json::from_str(&arguments).unwrap();
+    let carried = edited["carried"].as_str().unwrap().to_owned();
+    edited["carried"] = json!(format!("{}A", &carried[..carried.len() - 1]));
+    let mut forged = answer(&edited.to_string());
+    forged["runId"] = json!("forged");
+    let refused = app.run_events("/", &forged).await;
+    assert_eq!(
+        last(&refused)["code"],
+        "interrupt_unknown",
+        "{:?}",
+        last(&refused)
+    );
+
+    app.fake
+        .push(Reply::Sse(chunks::text_reply(&["Discarded."])));
+    let events = app.run_events("/", &answer(&arguments)).await;
+    assert_well_formed(&events);
+    assert_0x_compatible(&events);
+    assert_eq!(events[1]["type"], "STATE_SNAPSHOT", "{:?}", types(&events));
+    assert_eq!(events[1]["snapshot"], before, "the old document is back");
+}

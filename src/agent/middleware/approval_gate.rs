@@ -62,6 +62,8 @@ pub struct ApprovalGate {
     /// Whether a server tool may stop to ask the user while it runs (an MCP server's
     /// elicitation): its questions must be carried out even without approval policies.
     tools_may_ask: bool,
+    /// The longest id a 0.x client may send back (see `ask.rs`).
+    client_id_limit: usize,
 }
 
 impl std::fmt::Debug for ApprovalGate {
@@ -101,7 +103,16 @@ impl ApprovalGate {
             signer,
             settings,
             tools_may_ask: false,
+            client_id_limit: usize::MAX,
         }
+    }
+
+    /// The longest call id a 0.x client may send back (`server.input_limits.max_id_bytes`): a
+    /// longer approval id travels split (see `ask.rs`).
+    #[must_use]
+    pub fn with_client_id_limit(mut self, max_id_bytes: usize) -> Self {
+        self.client_id_limit = max_id_bytes;
+        self
     }
 
     /// Carries the questions server tools ask while they run (the agent has MCP servers).
@@ -648,6 +659,7 @@ impl ApprovalGate {
             thread_id: request.thread_id.clone(),
             policies: self.policies.clone(),
             signer: self.signer.clone(),
+            client_id_limit: self.client_id_limit,
         });
         let updates = self.inner.run(request)?;
         // Without policies or tools that ask the base agent never asks: no per-event mapping.

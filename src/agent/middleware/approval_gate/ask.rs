@@ -23,6 +23,8 @@ pub(super) struct GateMapper {
     pub(super) thread_id: String,
     pub(super) policies: ApprovalPolicies,
     pub(super) signer: ApprovalSigner,
+    /// The longest id a client may send back (`server.input_limits.max_id_bytes`).
+    pub(super) client_id_limit: usize,
 }
 
 /// One question on its way out, in both shapes.
@@ -36,8 +38,6 @@ struct Question {
     /// The 0.x client tool that asks it, and that call's arguments.
     client_tool: String,
     client_arguments: Value,
-    /// The 0.x call's id, when it is not `id`.
-    client_id: Option<String>,
 }
 
 impl UpdateMapper for GateMapper {
@@ -102,7 +102,6 @@ impl GateMapper {
                     // proposed (the slots it found, the options it listed).
                     metadata: Some(ours(json!({"tool": tool_name, "arguments": arguments}))),
                     client_tool: self.input_tool_name.clone(),
-                    client_id: None,
                 }
             }
             None => {
@@ -122,7 +121,6 @@ impl GateMapper {
                     response_schema: self.policies.response_schema(tool_name),
                     metadata: None,
                     client_tool: self.client_tool_name.clone(),
-                    client_id: None,
                 }
             }
         }
@@ -138,19 +136,12 @@ impl GateMapper {
                 let carried = CarriedQuestion::of(asked, question).encode();
                 let approval_id = self
                     .signer
-                    .mint_carrying(self.subject(request), Some(carried.clone()));
+                    .mint_carrying(self.subject(request), Some(carried));
                 let mut about =
                     json!({"source": "mcp", "server": asked.asker, "tool": request.tool_name});
                 if let Some(url) = &question.url {
                     about["url"] = json!(url);
                 }
-                // A 0.x client sends the call back with every later request, where ids are
-                // bounded (`max_id_bytes`): its id leaves the data out, and the data rides in
-                // an argument, put back before the tag is checked.
-                let short_id = ApprovalId {
-                    restore: None,
-                    ..approval_id.clone()
-                };
                 Question {
                     client_arguments: json!({
                         "toolCallId": request.tool_call_id,
@@ -158,9 +149,7 @@ impl GateMapper {
                         "message": question.message,
                         "responseSchema": question.schema,
                         "source": about,
-                        "carried": URL_SAFE_NO_PAD.encode(&carried),
                     }),
-                    client_id: Some(short_id.to_string()),
                     id: approval_id.to_string(),
                     expires_at: ApprovalSigner::expires_at(&approval_id),
                     reason: "input_required",
@@ -175,7 +164,7 @@ impl GateMapper {
 
     fn ask(&self, question: Question, request: &ApprovalRequest, out: &mut Updates) {
         if self.client_tool {
-            let id = question.client_id.unwrap_or(question.id);
+            let (id, arguments) = self.client_call(question.id, question.client_arguments);
             out.push(AgentUpdate::Event(EventBody::tool_call_start(
                 id.clone(),
                 question.client_tool,
@@ -183,7 +172,7 @@ impl GateMapper {
             )));
             out.push(AgentUpdate::Event(EventBody::tool_call_args(
                 id.clone(),
-                question.client_arguments.to_string(),
+                arguments.to_string(),
             )));
             out.push(AgentUpdate::Event(EventBody::tool_call_end(id)));
             return;
@@ -198,6 +187,26 @@ impl GateMapper {
             metadata: question.metadata,
             subagent_run_id: None,
         })));
+    }
+}
+
+impl GateMapper {
+    /// A 0.x question's call id and arguments. The client sends the call back with every
+    /// later request, where ids are bounded (`max_id_bytes`): an id too long for that (one
+    /// carrying restore data or a tool's question) leaves its data out, and the data rides in
+    /// the call's `carried` argument, put back before the tag is checked (see `elicited.rs`).
+    fn client_call(&self, id: String, mut arguments: Value) -> (String, Value) {
+        if id.len() <= self.client_id_limit {
+            return (id, arguments);
+        }
+        let Ok(mut parsed) = id.parse::<ApprovalId>() else {
+            return (id, arguments);
+        };
+        let Some(data) = parsed.restore.take() else {
+            return (id, arguments);
+        };
+        arguments["carried"] = json!(URL_SAFE_NO_PAD.encode(data));
+        (parsed.to_string(), arguments)
     }
 }
 

@@ -22,6 +22,13 @@
 //! then starts the inner agent (a refusal of the inner agent's `run` then arrives as
 //! `RUN_ERROR` rather than a 4xx).
 //!
+//! The same way carries questions for the user: an input tool's (`kind = "input"`, its answer
+//! checked against the tool's schema and given to the model as the call's result) and those a
+//! tool asked while it ran (an MCP server's elicitation, whose signed ids carry the questions
+//! and the server's state, and whose answers retry the call once all are in: see
+//! `crate::agent::elicitation`). Both go out as `input_required` interrupts (1.0) or
+//! `request_input` client tool calls (0.x), in `ask.rs`.
+//!
 //! The approval protocol never reaches the model: the approval tool is not
 //! offered to it, and its calls and answers (and CopilotKit's echo of an interrupt answer) are
 //! removed from the history, so the provider sees one clean call/result pair.

@@ -5,7 +5,8 @@
 // with the helpers in clients/agui-host).
 //
 //   AGUI_HOST_URL   agui-host's base URL (default http://127.0.0.1:8080)
-//   AGUI_AGENT      the agui-host route of the agent (default recipe)
+//   AGUI_AGENT      the agui-host route of the recipe agent (default recipe); the scheduler
+//                   page's agent is agui-host's /scheduler
 //   PORT, HOST      where this server listens (default 127.0.0.1:3000; PORT=0 picks a free port)
 
 import fs from "node:fs";
@@ -49,7 +50,12 @@ const AguiHostThreadRunner = withAguiHostConnect(
 
 const runtime = new CopilotRuntime({
   // The page names this agent "recipe"; the runtime clones it for every run.
-  agents: { recipe: new HttpAgent({ url: `${aguiHost}/${agentRoute}` }) },
+  // The scheduler page's agent asks with AG-UI interrupts, which its page answers through
+  // CopilotKit's useInterrupt (agent.toml).
+  agents: {
+    recipe: new HttpAgent({ url: `${aguiHost}/${agentRoute}` }),
+    scheduler: new HttpAgent({ url: `${aguiHost}/scheduler` }),
+  },
   runner: new AguiHostThreadRunner(),
 });
 const copilotkit = createCopilotNodeListener({ runtime, basePath: BASE_PATH });

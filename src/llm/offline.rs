@@ -262,6 +262,8 @@ const HAIKU_ENGLISH: &[&str] = &[
     "A frog jumps into the pond",
     "Splash! Silence again",
 ];
+/// Times a scheduling tool offers (`slots`, `*_time`).
+const TIME_SLOTS: &[&str] = &["Monday 10:00", "Tuesday 14:00", "Thursday 16:30"];
 const STEP_VERBS: &[&str] = &["Research", "Plan", "Prepare", "Carry out", "Review"];
 const LEADING_WORDS: &[&str] = &[
     "a", "an", "the", "to", "in", "for", "at", "about", "of", "on", "with", "me", "please",
@@ -414,6 +416,9 @@ impl Generator {
         }
         if name == "title" {
             return capitalised(subject);
+        }
+        if parent.contains("slot") || name.contains("slot") || name.ends_with("time") {
+            return pick(TIME_SLOTS);
         }
         subject.clone()
     }

@@ -4,6 +4,7 @@ import {
   CopilotKitProvider,
   useAgent,
   useHumanInTheLoop,
+  useInterrupt,
 } from "@copilotkit/react-core/v2";
 import { z } from "zod";
 
@@ -25,6 +26,13 @@ function pageThreadId() {
 }
 
 export function App() {
+  if (new URLSearchParams(window.location.search).get("agent") === "scheduler") {
+    return <SchedulerPage />;
+  }
+  return <RecipePage />;
+}
+
+function RecipePage() {
   const [threadId, setThreadId] = useState(pageThreadId);
   // Bumped when a run ends, so the thread list shows the conversation's new title and length.
   const [listVersion, setListVersion] = useState(0);
@@ -378,4 +386,67 @@ function answerOf(result) {
   } catch {
     return null;
   }
+}
+
+/**
+ * The scheduler (`/?agent=scheduler`): its agent asks with standard AG-UI interrupts (its
+ * `client_tool = false` in agent.toml), which CopilotKit's `useInterrupt` renders in the chat.
+ * `resolve(payload)` answers with `resume: [{interruptId, status: "resolved", payload}]`, which
+ * agui-host checks against the interrupt's responseSchema and gives the model as the call's
+ * result.
+ */
+function SchedulerPage() {
+  return (
+    <CopilotKitProvider runtimeUrl="/api/copilotkit" agentId="scheduler" enableInspector={false}>
+      <MeetingQuestion />
+      <main className="layout scheduler">
+        <section className="chat" aria-label="Chat">
+          <CopilotChat
+            agentId="scheduler"
+            labels={{ chatInputPlaceholder: "Ask for a meeting, e.g. “schedule a meeting about the roadmap”" }}
+          />
+        </section>
+      </main>
+    </CopilotKitProvider>
+  );
+}
+
+function MeetingQuestion() {
+  useInterrupt({
+    agentId: "scheduler",
+    render: ({ interrupt, resolve, cancel }) => (
+      <SlotCard interrupt={interrupt} resolve={resolve} cancel={cancel} />
+    ),
+  });
+  return null;
+}
+
+function SlotCard({ interrupt, resolve, cancel }) {
+  const [chosen, setChosen] = useState(null);
+  // agui-host puts the model's arguments (here the slots it offers) in the interrupt's metadata.
+  const offered = interrupt?.metadata?.["agui-host"]?.arguments?.slots ?? [];
+  const slots = [...new Set(offered.filter((slot) => typeof slot === "string"))];
+  const choose = (slot) => {
+    setChosen(slot);
+    resolve({ chosen_time: slot });
+  };
+  return (
+    <div className="question" data-testid="interrupt-card" data-reason={interrupt?.reason}>
+      <p className="approval-question">{interrupt?.message ?? "Pick a time"}</p>
+      {chosen ? (
+        <p className="question-answer" data-testid="interrupt-answer">{chosen}</p>
+      ) : (
+        <div className="approval-buttons">
+          {slots.map((slot) => (
+            <button key={slot} type="button" onClick={() => choose(slot)}>
+              {slot}
+            </button>
+          ))}
+          <button type="button" className="reject" onClick={() => cancel()}>
+            Not now
+          </button>
+        </div>
+      )}
+    </div>
+  );
 }

@@ -5,7 +5,8 @@
 // checks what each answer does; then that a reload, and a restart of the runtime, bring the
 // conversation back from agui-host's thread store, and that it goes on; that the thread list
 // switches between two conversations; and that a question of the agent (an input tool) is
-// answered through the page. Screenshots go to artifacts/ (ARTIFACTS_DIR).
+// answered through the page, both as a `request_input` tool call and, on the scheduler page,
+// as an AG-UI interrupt through CopilotKit's own useInterrupt. Screenshots go to artifacts/ (ARTIFACTS_DIR).
 //
 //   AGUI_HOST_BIN   the agui-host binary (default: target/debug/agui-host of the repository)
 //   CHROMIUM_BIN    the browser (default /usr/bin/chromium)
@@ -254,7 +255,7 @@ describe("CopilotKit example in Chromium", () => {
    * A fresh page (its own CopilotKit thread) that fails the test on any page error, console
    * error, or request that leaves loopback.
    */
-  async function openPage(t) {
+  async function openPage(t, at = "/") {
     const context = await browser.newContext({ viewport: { width: 1000, height: 640 }, deviceScaleFactor: 1 });
     const page = await context.newPage();
     const problems = [];
@@ -272,7 +273,7 @@ describe("CopilotKit example in Chromium", () => {
     t.after(async () => {
       await context.close();
     });
-    await page.goto(example.url);
+    await page.goto(new URL(at, example.url).href);
     await page.getByTestId("copilot-chat-textarea").waitFor();
     return { page, problems };
   }
@@ -475,6 +476,24 @@ describe("CopilotKit example in Chromium", () => {
     await page.getByText(/You said: "thanks"/).waitFor({ timeout: 30_000 });
     assert.equal(await page.getByTestId("question-card").getByRole("button", { name: "Answer" }).count(), 0);
 
+    assert.deepEqual(problems, []);
+  });
+
+  test("an interrupt: CopilotKit's useInterrupt answers the scheduler's question with resume", async (t) => {
+    const { page, problems } = await openPage(t, "/?agent=scheduler");
+    await sendMessage(page, "schedule a meeting about the roadmap");
+    const card = page.getByTestId("interrupt-card");
+    await card.waitFor({ timeout: 30_000 });
+    assert.equal(await card.getAttribute("data-reason"), "input_required");
+    await assertText(card, /Pick a time for roadmap/);
+    await shot(page, "interrupt-1-asked");
+    const slot = card.getByRole("button").first();
+    const chosen = await slot.textContent();
+    await slot.click();
+    // The answer came back as `resume`, checked and given to the model as the call's result.
+    await page.getByText(`The tool returned: {"chosen_time":"${chosen}"}`).waitFor({ timeout: 30_000 });
+    await page.waitForFunction(() => !document.querySelector('[data-testid="copilot-loading-cursor"]'));
+    await shot(page, "interrupt-2-answered");
     assert.deepEqual(problems, []);
   });
 

@@ -458,3 +458,28 @@ async fn streams_through_the_client() {
         .expect("no error");
     assert_eq!(streamed, reply(&req));
 }
+
+#[test]
+fn a_scheduling_tool_is_offered_times() {
+    let tool = ToolSpec {
+        name: "pick_meeting_time".into(),
+        description: "Ask the user to pick a time.".into(),
+        parameters:
+            serde_json::json!({"type": "object", "required": ["topic", "slots"], "properties": {
+                "topic": {"type": "string"}, "slots": {"type": "array", "items": {"type": "string"}}
+            }})
+            .into(),
+    };
+    let events = reply(&request(
+        vec![ChatMessage::user_text(
+            "schedule a meeting about the roadmap",
+        )],
+        vec![tool],
+    ));
+    let arguments: serde_json::Value = serde_json::from_str(&arguments_of(&events)).unwrap();
+    assert_eq!(arguments["topic"], "roadmap");
+    assert_eq!(
+        arguments["slots"],
+        serde_json::json!(["Monday 10:00", "Tuesday 14:00", "Thursday 16:30"])
+    );
+}

@@ -333,6 +333,10 @@ impl RunState {
         loop {
             if !self.queue.is_empty() {
                 let update = self.queue.remove(0);
+                if self.queue.is_empty() && self.queue.spilled() {
+                    // Back inline: a spilled queue would keep its heap block for the stream.
+                    self.queue.shrink_to_fit();
+                }
                 return Some((Ok(update), self));
             }
             match std::mem::replace(&mut self.phase, Phase::Done) {

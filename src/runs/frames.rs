@@ -111,13 +111,11 @@ impl Frames {
         self.next_seq - self.first_seq
     }
 
-    /// Appends a batch as the encoder wrote it; returns how many frames it held.
-    pub(super) fn append(&mut self, batch: protocol::Batch) -> u64 {
-        let count = batch.frame_count() as u64;
+    /// Appends a batch as the encoder wrote it.
+    pub(super) fn append(&mut self, batch: protocol::Batch) {
         for frame in batch.into_frames() {
             self.push(frame);
         }
-        count
     }
 
     fn push(&mut self, frame: Frame) {

@@ -154,16 +154,27 @@ pub async fn serve(
             drop(builder);
             let connection = watcher.watch(connection);
             tokio::pin!(connection);
-            // `notify_one` keeps a permit, so a request that came before this wait counts.
+            // Whether the first request came in time. Boxed: it is over with the first request,
+            // and inline its timer and waiter would stay in the task for as long as the
+            // connection is open. `notify_one` keeps a permit, so a request that came before
+            // this wait counts.
+            let in_time = Box::pin(async move {
+                tokio::select! {
+                    () = first_request.notified() => true,
+                    () = tokio::time::sleep(first_request_timeout) => false,
+                }
+            });
             let ended = tokio::select! {
                 result = &mut connection => Some(result),
-                () = first_request.notified() => None,
-                () = tokio::time::sleep(first_request_timeout) => {
-                    tracing::debug!(
-                        timeout_secs = first_request_timeout.as_secs_f64(),
-                        "closing a connection that sent no request in time"
-                    );
-                    return;
+                in_time = in_time => {
+                    if !in_time {
+                        tracing::debug!(
+                            timeout_secs = first_request_timeout.as_secs_f64(),
+                            "closing a connection that sent no request in time"
+                        );
+                        return;
+                    }
+                    None
                 }
             };
             let result = match ended {

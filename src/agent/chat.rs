@@ -307,7 +307,46 @@ impl RunState {
         loop {
             if !self.queue.is_empty() {
                 let update = self.queue.remove(0);
+                if self.queue.is_empty() && self.queue.spilled() {
+                    // Back inline: a spilled queue would keep its heap block for the stream.
+                    self.queue.shrink_to_fit();
+                }
                 return Some((Ok(update), self));
+            }
+            // A streaming turn is polled where it lies: moved out for the wait, as the other
+            // phases are, its stream, turn and trace would take a second place in this future
+            // beside the one in the state, for the whole of every wait for the model.
+            if let Phase::Streaming { events, .. } = &mut self.phase {
+                match events.next().await {
+                    Some(Ok(event)) => self.on_model_event(event),
+                    Some(Err(error)) => {
+                        let error = AgentError::from(error);
+                        if let Phase::Streaming {
+                            events: _events,
+                            turn: _turn,
+                            trace,
+                        } = std::mem::replace(&mut self.phase, Phase::Done)
+                        {
+                            trace.on_error(error.code());
+                        }
+                        return Some((Err(error), self));
+                    }
+                    None => {
+                        if let Phase::Streaming {
+                            events: _events,
+                            turn,
+                            trace,
+                        } = std::mem::replace(&mut self.phase, Phase::Done)
+                        {
+                            let calls = turn.calls.iter();
+                            trace.on_answer(&turn.text, calls.map(TurnCall::traced));
+                            if let Err(error) = self.end_turn(turn) {
+                                return Some((Err(error), self));
+                            }
+                        }
+                    }
+                }
+                continue;
             }
             match std::mem::replace(&mut self.phase, Phase::Done) {
                 Phase::Done => return None,
@@ -316,39 +355,8 @@ impl RunState {
                         return Some((Err(error), self));
                     }
                 }
-                Phase::Streaming {
-                    mut events,
-                    mut turn,
-                    mut trace,
-                } => match events.next().await {
-                    Some(Ok(event)) => {
-                        trace.on_event(&event);
-                        if let LlmEvent::Usage(usage) = &event {
-                            self.add_run_tokens(usage);
-                            let usage = self.token_usage(usage);
-                            self.queue.push(AgentUpdate::Usage(usage));
-                        } else {
-                            turn.apply(event, &mut self.queue);
-                        }
-                        self.phase = Phase::Streaming {
-                            events,
-                            turn,
-                            trace,
-                        };
-                    }
-                    Some(Err(error)) => {
-                        let error = AgentError::from(error);
-                        trace.on_error(error.code());
-                        return Some((Err(error), self));
-                    }
-                    None => {
-                        let calls = turn.calls.iter();
-                        trace.on_answer(&turn.text, calls.map(TurnCall::traced));
-                        if let Err(error) = self.end_turn(turn) {
-                            return Some((Err(error), self));
-                        }
-                    }
-                },
+                // Polled in place above.
+                streaming @ Phase::Streaming { .. } => self.phase = streaming,
                 Phase::RunningTools {
                     mut running,
                     then_stop,
@@ -369,6 +377,20 @@ impl RunState {
                     },
                 },
             }
+        }
+    }
+
+    /// One event of the streaming turn's model: its usage, or what it becomes in the turn.
+    fn on_model_event(&mut self, event: LlmEvent) {
+        if let Phase::Streaming { trace, .. } = &mut self.phase {
+            trace.on_event(&event);
+        }
+        if let LlmEvent::Usage(usage) = &event {
+            self.add_run_tokens(usage);
+            let usage = self.token_usage(usage);
+            self.queue.push(AgentUpdate::Usage(usage));
+        } else if let Phase::Streaming { turn, .. } = &mut self.phase {
+            turn.apply(event, &mut self.queue);
         }
     }
 

@@ -92,6 +92,7 @@ pub async fn serve(
         .keep_alive_interval(limits.http2_keep_alive_interval)
         .keep_alive_timeout(limits.http2_keep_alive_timeout)
         .max_concurrent_streams(limits.http2_max_concurrent_streams);
+    let builder = Arc::new(builder);
     let slots = limits.max_connections.map(|n| Arc::new(Semaphore::new(n)));
     // Whether the last connection was refused, so a burst over the limit logs once.
     let mut refusing = false;
@@ -138,25 +139,42 @@ pub async fn serve(
             inner: TowerToHyperService::new(router.clone()),
             seen: Arc::clone(&first_request),
         };
-        let connection = builder
-            .serve_connection_with_upgrades(TokioIo::new(tcp), service)
-            .into_owned();
-        let connection = graceful.watch(connection);
+        // Subscribed here, before the task runs, so a shutdown from now on reaches it.
+        let watcher = graceful.watcher();
+        let builder = Arc::clone(&builder);
         let first_request_timeout = limits.header_read_timeout;
         tokio::spawn(async move {
             // Held for as long as the connection is open.
             let _slot = slot;
+            // Made here, not before the spawn: a connection moved into the task and pinned
+            // there would take two places in it, the captured one and the pinned one.
+            let connection = builder
+                .serve_connection_with_upgrades(TokioIo::new(tcp), service)
+                .into_owned();
+            drop(builder);
+            let connection = watcher.watch(connection);
             tokio::pin!(connection);
-            // `notify_one` keeps a permit, so a request that came before this wait counts.
+            // Whether the first request came in time. Boxed: it is over with the first request,
+            // and inline its timer and waiter would stay in the task for as long as the
+            // connection is open. `notify_one` keeps a permit, so a request that came before
+            // this wait counts.
+            let in_time = Box::pin(async move {
+                tokio::select! {
+                    () = first_request.notified() => true,
+                    () = tokio::time::sleep(first_request_timeout) => false,
+                }
+            });
             let ended = tokio::select! {
                 result = &mut connection => Some(result),
-                () = first_request.notified() => None,
-                () = tokio::time::sleep(first_request_timeout) => {
-                    tracing::debug!(
-                        timeout_secs = first_request_timeout.as_secs_f64(),
-                        "closing a connection that sent no request in time"
-                    );
-                    return;
+                in_time = in_time => {
+                    if !in_time {
+                        tracing::debug!(
+                            timeout_secs = first_request_timeout.as_secs_f64(),
+                            "closing a connection that sent no request in time"
+                        );
+                        return;
+                    }
+                    None
                 }
             };
             let result = match ended {

@@ -48,8 +48,11 @@ impl<P: EventParser> StreamDecoder<P> {
             sse: SseDecoder::new(),
             parser,
             ended: false,
-            events: Vec::new(),
-            produced: Vec::new(),
+            // One slot each: a model at its pace sends one event per read, which makes one
+            // model event, and a first push would make each four, kept for the whole stream; a
+            // burst grows them as it would have.
+            events: Vec::with_capacity(1),
+            produced: Vec::with_capacity(1),
         }
     }
 

@@ -561,6 +561,9 @@ fn open(list: &mut Vec<String>, id: &str, what: &str) -> Result<(), EncodeError>
             "{what} `{id}` started while already open"
         )));
     }
+    // Exactly: a run has one or two entities open at once, and a first push would make room
+    // for four, held for the stream's whole life.
+    list.reserve_exact(1);
     list.push(id.to_owned());
     Ok(())
 }

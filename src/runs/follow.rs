@@ -6,7 +6,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use tokio::sync::watch;
 
 use super::{ReadError, RunLog};
 
@@ -32,18 +31,16 @@ pub enum Next {
 #[derive(Debug)]
 pub struct Follower {
     log: Arc<RunLog>,
-    head: watch::Receiver<u64>,
     /// The seq of the last frame handed out.
     cursor: u64,
     done: bool,
 }
 
 impl Follower {
-    pub(super) fn new(log: Arc<RunLog>, head: watch::Receiver<u64>, cursor: u64) -> Self {
+    pub(super) fn new(log: Arc<RunLog>, cursor: u64) -> Self {
         log.readers.attach();
         Follower {
             log,
-            head,
             cursor,
             done: false,
         }
@@ -55,8 +52,10 @@ impl Follower {
             return None;
         }
         loop {
-            // Marked seen before reading, so an append after the read still wakes us.
-            self.head.borrow_and_update();
+            // Registered before reading, so an append after the read still wakes us.
+            let appended = self.log.appended.notified();
+            tokio::pin!(appended);
+            appended.as_mut().enable();
             let batch = match self.log.read_after(self.cursor, MAX_CHUNK_BYTES) {
                 Ok(batch) => batch,
                 Err(ReadError::CursorExpired | ReadError::CursorAhead) => {
@@ -76,11 +75,8 @@ impl Follower {
                 self.done = true;
                 return batch.broken.then_some(Next::Broken);
             }
-            match tokio::time::timeout(idle, self.head.changed()).await {
-                Err(_elapsed) => return Some(Next::Idle),
-                // The sender lives in the log we hold; it cannot close.
-                Ok(Err(_closed)) => return None,
-                Ok(Ok(())) => continue,
+            if tokio::time::timeout(idle, appended).await.is_err() {
+                return Some(Next::Idle);
             }
         }
     }

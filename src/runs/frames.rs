@@ -111,13 +111,11 @@ impl Frames {
         self.next_seq - self.first_seq
     }
 
-    /// Appends a batch as the encoder wrote it; returns how many frames it held.
-    pub(super) fn append(&mut self, batch: protocol::Batch) -> u64 {
-        let count = batch.frame_count() as u64;
+    /// Appends a batch as the encoder wrote it.
+    pub(super) fn append(&mut self, batch: protocol::Batch) {
         for frame in batch.into_frames() {
             self.push(frame);
         }
-        count
     }
 
     fn push(&mut self, frame: Frame) {
@@ -376,6 +374,16 @@ enum Offsets {
     Wide(Vec<u32>),
 }
 
+/// Appends `value`, growing `offsets` by a quarter when full rather than doubling them (as
+/// `crate::text::push_growing` does for the deltas): a live row's offsets, two per token, are
+/// held for the whole stream, and doubled they keep up to as many spare as used.
+fn push_growing<T>(offsets: &mut Vec<T>, value: T) {
+    if offsets.len() == offsets.capacity() {
+        offsets.reserve_exact((offsets.len() / 4).max(16));
+    }
+    offsets.push(value);
+}
+
 impl Default for Offsets {
     fn default() -> Self {
         Offsets::Narrow(Vec::new())
@@ -386,14 +394,14 @@ impl Offsets {
     fn push(&mut self, value: u32) {
         match self {
             Offsets::Narrow(narrow) => match u16::try_from(value) {
-                Ok(value) => narrow.push(value),
+                Ok(value) => push_growing(narrow, value),
                 Err(_) => {
                     let mut wide: Vec<u32> = narrow.iter().map(|n| u32::from(*n)).collect();
                     wide.push(value);
                     *self = Offsets::Wide(wide);
                 }
             },
-            Offsets::Wide(wide) => wide.push(value),
+            Offsets::Wide(wide) => push_growing(wide, value),
         }
     }
 

@@ -62,8 +62,15 @@ impl Context {
                 .cloned(),
         };
         // A context that cannot be written only costs a connecting client the run's new
-        // messages; it is never a reason to refuse the run.
-        serde_json::to_vec(&context).map_or_else(|_| Bytes::new(), Bytes::from)
+        // messages; it is never a reason to refuse the run. Fitted: the log keeps it for the
+        // run's stream and after, and the writer's doubling leaves up to as much spare.
+        serde_json::to_vec(&context).map_or_else(
+            |_| Bytes::new(),
+            |mut json| {
+                json.shrink_to_fit();
+                Bytes::from(json)
+            },
+        )
     }
 }
 

@@ -197,11 +197,15 @@ pub(super) fn drive(
     // Attached before the driver starts, so the run never looks abandoned at its start.
     let first_reader = writer.start();
     let tasks = pump.tasks().clone();
-    let abandoned = writer.abandoned(grace);
-    // The drive is made here and handed to the task whole: made inside it from the pump, the
-    // task's future would keep a second place for the pump beside the drive's.
-    let drive = sink::drive(pump, LogSink { writer, thread });
-    tasks.spawn(drive_run(drive, abandoned, stop, grace).instrument(span));
+    let abandoned = Some(writer.abandoned(grace));
+    let sink = LogSink {
+        writer,
+        thread,
+        abandoned,
+        stop,
+        grace,
+    };
+    tasks.spawn(sink::drive(pump, sink).instrument(span));
     match first_reader {
         Ok(reader) => reader_body(reader, None, keep_alive),
         // A new log starts at 0; should that ever change, fail the connection, not the run.
@@ -211,13 +215,20 @@ pub(super) fn drive(
     }
 }
 
-/// The run's log as the sink of its pump.
+/// The run's log as the sink of its pump. It also stops the run once it has had no reader,
+/// here or anywhere else, for `grace`: the stop reaches the pump as a stop request, which ends
+/// the run with its terminal event, so the drive goes on until then (one task, no watchdog of
+/// its own, and no future around the drive that would hold a second place for it).
 struct LogSink {
     writer: Box<dyn RunWriter>,
     /// The run's thread and its context for connecting clients, noted before the first batch
     /// (here rather than before the drive, so the drive's task holds no second place for the
     /// pump while it waits on that).
     thread: Option<(String, Bytes)>,
+    /// Resolves once the run has had no reader for `grace`; `None` once it has.
+    abandoned: Option<futures_util::future::BoxFuture<'static, ()>>,
+    stop: tokio_util::sync::CancellationToken,
+    grace: Duration,
 }
 
 impl FrameSink for LogSink {
@@ -225,8 +236,17 @@ impl FrameSink for LogSink {
         Room::Ready
     }
 
-    async fn closed(&self) {
+    async fn closed(&mut self) {
         // A logged run is stopped through its stop token, never by its readers leaving.
+        if let Some(abandoned) = self.abandoned.as_mut() {
+            abandoned.await;
+            self.abandoned = None;
+            tracing::info!(
+                grace_secs = self.grace.as_secs_f64(),
+                "no reader attached; stopping the run"
+            );
+            self.stop.cancel();
+        }
         std::future::pending::<()>().await;
     }
 
@@ -241,29 +261,6 @@ impl FrameSink for LogSink {
         self.writer.append(batch, terminal).await;
         true
     }
-}
-
-/// Drives the pump into the log, and stops the run once it has had no reader, here or anywhere
-/// else, for `grace`: the stop reaches the pump as a stop request, which ends the run with its
-/// terminal event, so the drive goes on until then (one task, no watchdog of its own).
-async fn drive_run(
-    drive: impl std::future::Future<Output = ()>,
-    abandoned: futures_util::future::BoxFuture<'static, ()>,
-    stop: tokio_util::sync::CancellationToken,
-    grace: Duration,
-) {
-    tokio::pin!(drive);
-    tokio::select! {
-        () = &mut drive => return,
-        () = abandoned => {
-            tracing::info!(
-                grace_secs = grace.as_secs_f64(),
-                "no reader attached; stopping the run"
-            );
-            stop.cancel();
-        }
-    }
-    drive.await;
 }
 
 /// A body that reads the log: frames as they come, keep-alives while idle. A log that breaks

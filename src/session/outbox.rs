@@ -92,7 +92,7 @@ impl FrameSink for Outbox {
         Room::Ready
     }
 
-    async fn closed(&self) {
+    async fn closed(&mut self) {
         self.sender.closed().await;
     }
 

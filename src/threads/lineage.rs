@@ -170,6 +170,10 @@ impl Lineage {
             }
         };
         self.runs = runs;
+        // Exactly: the recorder holds the lineage for the run's whole stream, and a store keeps
+        // it with the thread, where a doubled vector's slack (three marks for a new thread's
+        // one) would be kept too.
+        self.runs.reserve_exact(1);
         self.runs.push(run);
         self
     }

@@ -10,10 +10,11 @@ use crate::protocol::{
     ReasoningRole, TextMessageContent,
 };
 
-/// What one model event becomes, in order: one update or two (a message's start and its
-/// first fragment) nearly always, held inline in the run's state rather than in a heap queue
-/// whose first block of four updates is kept for the stream's whole life.
-pub(super) type TurnUpdates = smallvec::SmallVec<[AgentUpdate; 2]>;
+/// What one model event becomes, in order: one update nearly always, held inline in the run's
+/// state rather than in a heap queue whose first block of four updates is kept for the
+/// stream's whole life. The few events that become more (a message's start with its first
+/// fragment, a turn's end) spill to the heap until they are handed on (see `RunState::next`).
+pub(super) type TurnUpdates = smallvec::SmallVec<[AgentUpdate; 1]>;
 
 pub(super) struct Turn {
     /// The assistant message id shared by this turn's text and tool calls.

@@ -127,7 +127,9 @@ where
             body,
             mode,
             queue: VecDeque::new(),
-            decoded: Vec::new(),
+            // One slot: a model at its pace sends one event per read, and a first push would
+            // make it four, kept for the whole stream; a burst grows it as it would have.
+            decoded: Vec::with_capacity(1),
             idle: idle_timeout.map(IdleTimer::new),
             done: false,
             merge_deltas: false,

@@ -25,7 +25,7 @@ use serde_json::Value;
 use tracing::Instrument;
 
 use super::approval::ApprovalPolicies;
-use super::config::{ResultStateKind, ToolNameClash, ToolStateRule, ToolStateSource};
+use super::config::{ToolNameClash, ToolStateRule, ToolStateSource};
 use super::history::{insert_tool_result, to_chat_messages};
 use super::state_view::apply_update;
 use super::trace::{self, ModelCallTrace};
@@ -657,7 +657,9 @@ impl RunState {
                 }));
             return true;
         }
-        let output = output.and_then(|output| self.with_result_rules(&call.name, output));
+        let output = output.and_then(|output| {
+            state_rules::with_result_rules(&self.config.state_rules, &call.name, output)
+        });
         let mut state_events = Vec::new();
         let content = match output {
             Ok(ToolOutput { content, state }) => {
@@ -699,46 +701,6 @@ impl RunState {
         self.queue
             .extend(state_events.into_iter().map(AgentUpdate::Event));
         insert_tool_result(&mut self.history, tool_call_id, content);
-    }
-
-    /// Applies the agent's `from = "result"` rules: the tool's content becomes the new state or
-    /// a patch of it (on top of any update the tool made itself, which then comes second).
-    fn with_result_rules(&self, tool: &str, output: ToolOutput) -> Result<ToolOutput, ToolError> {
-        let Some(kind) = self
-            .config
-            .state_rules
-            .iter()
-            .find_map(|rule| match &rule.source {
-                ToolStateSource::Result { kind } if rule.tool == tool => Some(*kind),
-                _ => None,
-            })
-        else {
-            return Ok(output);
-        };
-        // A service may answer JSON as text; a state rule needs the value.
-        let value = match &output.content {
-            Value::String(text) => {
-                serde_json::from_str(text).unwrap_or_else(|_| output.content.clone())
-            }
-            other => other.clone(),
-        };
-        let update = match kind {
-            ResultStateKind::Snapshot => StateUpdate::Snapshot(value),
-            ResultStateKind::Delta => {
-                StateUpdate::Delta(serde_json::from_value(value).map_err(|e| {
-                    ToolError::Failed(format!("the result is not an RFC 6902 patch: {e}"))
-                })?)
-            }
-        };
-        if output.state.is_some() {
-            return Err(ToolError::Failed(
-                "the tool returned its own state update and a result rule also applies".into(),
-            ));
-        }
-        Ok(ToolOutput {
-            content: output.content,
-            state: Some(update),
-        })
     }
 
     /// Applies the agent's `from = "arguments"` rules once a call's arguments are complete (for
@@ -795,6 +757,7 @@ async fn next_progress(
 }
 
 mod prompt;
+mod state_rules;
 mod turn;
 use turn::{Turn, TurnCall, TurnOutput, TurnUpdates};
 

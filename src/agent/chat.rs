@@ -548,16 +548,7 @@ impl RunState {
                     .requires_approval(&call.name, &arguments)
                 {
                     waits_for_client = true;
-                    genai::approval_requested(&call.name, &call.id);
-                    self.queue
-                        .push(AgentUpdate::ApprovalRequest(ApprovalRequest {
-                            tool_call_id: call.id,
-                            tool_name: call.name,
-                            arguments,
-                            parent_message_id: parent_message_id.clone(),
-                            restore_state: None,
-                            input: None,
-                        }));
+                    self.ask_the_client(call, arguments, parent_message_id.clone(), None);
                     continue;
                 }
             }
@@ -571,6 +562,27 @@ impl RunState {
             then_stop: waits_for_client,
         };
         Ok(())
+    }
+
+    /// Hands a call that waits for a person to the approval gate: for an approval, or with
+    /// the questions the tool asked while it ran (`input`).
+    fn ask_the_client(
+        &mut self,
+        call: ChatToolCall,
+        arguments: Value,
+        parent_message_id: String,
+        input: Option<Box<tools::InputRequired>>,
+    ) {
+        genai::approval_requested(&call.name, &call.id);
+        self.queue
+            .push(AgentUpdate::ApprovalRequest(ApprovalRequest {
+                tool_call_id: call.id,
+                tool_name: call.name,
+                arguments,
+                parent_message_id,
+                restore_state: None,
+                input,
+            }));
     }
 
     /// One server tool call as a future that always completes: failures are values, and a panic
@@ -645,16 +657,8 @@ impl RunState {
         } = outcome;
         if let Err(ToolError::NeedsInput(asked)) = output {
             let arguments = parse_arguments(&call.arguments).unwrap_or(Value::Null);
-            genai::approval_requested(&call.name, &call.id);
-            self.queue
-                .push(AgentUpdate::ApprovalRequest(ApprovalRequest {
-                    tool_call_id: call.id,
-                    tool_name: call.name,
-                    arguments,
-                    parent_message_id: parent_message_id.unwrap_or_else(|| new_id("msg")),
-                    restore_state: None,
-                    input: Some(asked),
-                }));
+            let parent_message_id = parent_message_id.unwrap_or_else(|| new_id("msg"));
+            self.ask_the_client(call, arguments, parent_message_id, Some(asked));
             return true;
         }
         let output = output.and_then(|output| {

@@ -54,6 +54,8 @@ pub struct ChatAgentConfig {
     pub approvals: ApprovalPolicies,
     /// The tool result the model sees for a declined call.
     pub rejected_message: String,
+    /// Server tools' progress reports are sent as `ACTIVITY_*` events (`chat/activities.rs`).
+    pub tool_activities: bool,
 }
 
 /// The base agent. Cheap to share: everything is behind `Arc` or `Clone`.
@@ -207,6 +209,7 @@ impl Agent for ChatAgent {
             queue: TurnUpdates::new(),
             phase: Phase::CallModel,
             progress: None,
+            activities: None,
             // The pump calls `run` inside the run's span.
             run_span: tracing::Span::current(),
             run_tokens: (0, 0),
@@ -275,6 +278,8 @@ struct RunState {
     /// Made when the run first calls a server tool: most runs call none, and the channel's
     /// first block of slots is 3 KB.
     progress: Option<tools::ProgressChannel>,
+    /// Made on the first progress report of a run whose agent sends activities.
+    activities: Option<Box<ToolActivities>>,
     /// The run's span (`invoke_agent`), which sums the tokens of its model calls.
     run_span: tracing::Span,
     /// Input and output tokens of the run's model calls so far.
@@ -363,6 +368,13 @@ impl RunState {
                 } => tokio::select! {
                     biased;
                     Some(progress) = next_progress(self.progress.as_mut()) => {
+                        if self.config.tool_activities {
+                            let mut events = Vec::new();
+                            self.activities
+                                .get_or_insert_with(Box::default)
+                                .progress(&progress, &mut events);
+                            self.queue.extend(events.into_iter().map(AgentUpdate::Event));
+                        }
                         self.queue.push(AgentUpdate::ToolProgress(progress));
                         self.phase = Phase::RunningTools { running, then_stop };
                     }
@@ -564,6 +576,17 @@ impl RunState {
         Ok(())
     }
 
+    /// The last update of a call's activity (when it reported progress), before its result.
+    /// A state update that does not apply fails the call after this, which the result says.
+    fn end_activity(&mut self, tool_call_id: &str, ending: Ending) {
+        if let Some(activities) = self.activities.as_mut() {
+            let mut events = Vec::new();
+            activities.finish(tool_call_id, ending, &mut events);
+            self.queue
+                .extend(events.into_iter().map(AgentUpdate::Event));
+        }
+    }
+
     /// Hands a call that waits for a person to the approval gate: for an approval, or with
     /// the questions the tool asked while it ran (`input`).
     fn ask_the_client(
@@ -655,6 +678,12 @@ impl RunState {
             output,
             parent_message_id,
         } = outcome;
+        let ending = match &output {
+            Ok(_) => Ending::Completed,
+            Err(ToolError::NeedsInput(_)) => Ending::InputRequired,
+            Err(_) => Ending::Failed,
+        };
+        self.end_activity(&call.id, ending);
         if let Err(ToolError::NeedsInput(asked)) = output {
             let arguments = parse_arguments(&call.arguments).unwrap_or(Value::Null);
             let parent_message_id = parent_message_id.unwrap_or_else(|| new_id("msg"));
@@ -760,9 +789,11 @@ async fn next_progress(
     channel?.receiver.recv().await
 }
 
+mod activities;
 mod prompt;
 mod state_rules;
 mod turn;
+use activities::{Ending, ToolActivities};
 use turn::{Turn, TurnCall, TurnOutput, TurnUpdates};
 
 #[cfg(test)]

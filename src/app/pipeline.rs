@@ -64,6 +64,7 @@ pub(crate) fn build(
         state_rules: settings.state.from_tools.clone(),
         approvals: approvals.clone(),
         rejected_message: settings.approval.rejected_message.clone(),
+        tool_activities: settings.tool_activities,
     };
     let mut agent: Arc<dyn Agent> = Arc::new(ChatAgent::new(llm, config, tools.clone()));
     // Right above the chat agent: it needs the raw tool-call events (arguments as they stream,

@@ -63,6 +63,15 @@ pub struct AgentSettings {
     /// default: CopilotKit's v1 provider then replaces the whole state with the predicted key).
     #[serde(default)]
     pub emit_predict_state_event: bool,
+    /// Send server tools' progress reports (MCP `notifications/progress`) as AG-UI activities
+    /// (`ACTIVITY_SNAPSHOT`, then `ACTIVITY_DELTA`s), closed with the call's status before its
+    /// result. On by default; `status` can publish them into the shared state as well.
+    #[serde(default = "default_tool_activities")]
+    pub tool_activities: bool,
+}
+
+fn default_tool_activities() -> bool {
+    true
 }
 
 /// Status updates (`{phase, message}`) under one state key, published as `add` patches that

@@ -1,0 +1,103 @@
+//! Tool progress as AG-UI activities: a real MCP server's `notifications/progress` reach the
+//! client as an `ACTIVITY_SNAPSHOT`, then `ACTIVITY_DELTA`s, and a last delta with the call's
+//! status before its `TOOL_CALL_RESULT`, for both client generations; an agent can turn them
+//! off.
+
+use serde_json::{json, Value};
+
+use crate::helpers::*;
+use crate::mcp::{result_of, spawn_mcp_app, test_server, with_servers};
+use crate::verify::{assert_0x_compatible, assert_well_formed};
+
+/// The activity's content after every activity event of the run, as a client applies them.
+fn activity_content(events: &[Value], message_id: &str) -> Value {
+    let mut content = Value::Null;
+    for event in events.iter().filter(|e| e["messageId"] == message_id) {
+        match event["type"].as_str() {
+            Some("ACTIVITY_SNAPSHOT") => content = event["content"].clone(),
+            Some("ACTIVITY_DELTA") => {
+                let patch: json_patch::Patch =
+                    serde_json::from_value(event["patch"].clone()).expect("a JSON Patch");
+                json_patch::patch(&mut content, &patch)
+                    .unwrap_or_else(|e| panic!("the delta applies: {e}: {event}"));
+            }
+            _ => {}
+        }
+    }
+    content
+}
+
+async fn slow_call(
+    configure: impl FnOnce(&mut agui_host::settings::Settings),
+    body: fn(Vec<Value>) -> Value,
+) -> Vec<Value> {
+    let mcp = spawn_mcp_app(|s| {
+        with_servers(s, vec![test_server()]);
+        configure(s);
+    })
+    .await;
+    let app = &mcp.app;
+    app.fake
+        .push_call_then_text(("call_1", "test__slow", r#"{"seconds": 0.6}"#), "Done.");
+    let events = app.run_events("/", &body(vec![user("Wait")])).await;
+    assert_well_formed(&events);
+    assert!(result_of(&events, "call_1").contains("slept"));
+    mcp.shut_down().await;
+    events
+}
+
+#[track_caller]
+fn assert_progress_activity(events: &[Value]) {
+    let snapshots = of_type(events, "ACTIVITY_SNAPSHOT");
+    assert_eq!(snapshots.len(), 1, "{:?}", types(events));
+    let snapshot = snapshots[0];
+    assert_eq!(snapshot["messageId"], "act_call_1");
+    assert_eq!(snapshot["activityType"], "agui-host.tool");
+    assert_eq!(snapshot["replace"], true);
+    assert_eq!(snapshot["content"]["status"], "running");
+    assert_eq!(snapshot["content"]["tool"], "test__slow");
+    let deltas = of_type(events, "ACTIVITY_DELTA");
+    assert!(!deltas.is_empty(), "{:?}", types(events));
+    // Six reports 100 ms apart, coalesced to at most one delta per 100 ms, plus the ending.
+    assert!(deltas.len() <= 7, "{} deltas", deltas.len());
+    let content = activity_content(events, "act_call_1");
+    assert_eq!(
+        content,
+        json!({"toolCallId": "call_1", "tool": "test__slow", "status": "completed",
+               "progress": 6.0, "total": 6.0, "message": "step 6 of 6"}),
+        "the last delta carries the last report and the ending"
+    );
+    let position = |ty: &str| events.iter().rposition(|e| e["type"] == ty).unwrap();
+    assert!(
+        position("ACTIVITY_DELTA") < position("TOOL_CALL_RESULT"),
+        "the activity ends before the call's result: {:?}",
+        types(events)
+    );
+}
+
+#[tokio::test]
+async fn progress_reaches_a_1_0_client_as_an_activity_ended_before_the_result() {
+    let events = slow_call(|_| {}, input).await;
+    assert_progress_activity(&events);
+}
+
+#[tokio::test]
+async fn progress_reaches_a_0x_client_as_an_activity_too() {
+    let events = slow_call(|_| {}, input_0x).await;
+    assert_0x_compatible(&events);
+    assert_progress_activity(&events);
+}
+
+#[tokio::test]
+async fn an_agent_can_turn_activities_off() {
+    let events = slow_call(
+        |s| {
+            let name = s.default_agent.clone();
+            s.agents.get_mut(&name).unwrap().tool_activities = false;
+        },
+        input,
+    )
+    .await;
+    assert!(of_type(&events, "ACTIVITY_SNAPSHOT").is_empty());
+    assert!(of_type(&events, "ACTIVITY_DELTA").is_empty());
+}

@@ -198,12 +198,16 @@ impl Lineage {
 /// Whether `conversation` starts with the messages of `prefix`, by id: a client may send a
 /// message back spelt a little differently (a field it fills in, a number's form), which is
 /// still the same message of the same branch; a regenerated answer has a new id.
+/// Activity messages are left out on both sides: the record keeps them, but a 1.0 client never
+/// sends them back.
 fn extends(conversation: &[Message], prefix: &[Message]) -> bool {
-    conversation.len() >= prefix.len()
-        && conversation
-            .iter()
-            .zip(prefix)
-            .all(|(message, kept)| message.id() == kept.id())
+    let said = |message: &&Message| !matches!(message, Message::Activity(_));
+    let mut conversation = conversation.iter().filter(said);
+    prefix.iter().filter(said).all(|kept| {
+        conversation
+            .next()
+            .is_some_and(|message| message.id() == kept.id())
+    })
 }
 
 #[cfg(test)]
@@ -245,6 +249,19 @@ mod tests {
 
     fn run_ids(runs: &[RunMark]) -> Vec<&str> {
         runs.iter().map(|run| run.run_id.as_str()).collect()
+    }
+
+    #[test]
+    fn an_activity_the_client_never_sends_back_is_no_divergence() {
+        let activity: Message = serde_json::from_value(
+            json!({"role": "activity", "id": "act_c1", "activityType": "agui-host.tool", "content": {}}),
+        )
+        .unwrap();
+        let mut recorded = messages(&["u1", "a1"]);
+        recorded.insert(1, activity);
+        assert!(extends(&messages(&["u1", "a1", "u2"]), &recorded));
+        assert!(!extends(&messages(&["u1", "a2", "u2"]), &recorded));
+        assert!(!extends(&messages(&["u1"]), &recorded));
     }
 
     #[test]

@@ -9,8 +9,8 @@ use serde_json::Value;
 
 use super::{Lineage, RunMark, ThreadRecord};
 use crate::protocol::{
-    now_millis, AssistantMessage, Content, EventBody, Interrupt, Message, TextRole, ToolCall,
-    ToolMessage, UserMessage,
+    now_millis, ActivityMessage, ActivitySnapshot, AssistantMessage, Content, EventBody, Interrupt,
+    Message, TextRole, ToolCall, ToolMessage, UserMessage,
 };
 
 /// See the module docs.
@@ -55,6 +55,10 @@ impl ThreadRecorder {
             parent_run_id: run.parent_run_id.map(str::to_owned),
             messages: 0,
         };
+        let mut messages = messages;
+        if let Some(record) = &previous {
+            keep_activities(&record.messages, &mut messages);
+        }
         // A run neither renames nor unarchives its thread: both are kept from the record.
         let (created_at, server_results, (title, archived), lineage) = match previous {
             Some(record) => (
@@ -132,11 +136,29 @@ impl ThreadRecorder {
                 let _ = crate::state::patch::apply(state, &delta.delta);
             }
             EventBody::MessagesSnapshot(snapshot) => self.messages = snapshot.messages.clone(),
+            EventBody::ActivitySnapshot(snapshot) => self.activity_snapshot(snapshot),
+            EventBody::ActivityDelta(delta) => {
+                let content = self.messages.iter_mut().rev().find_map(|m| match m {
+                    Message::Activity(a) if a.id == delta.message_id => Some(&mut a.content),
+                    _ => None,
+                });
+                if let Some(content) = content {
+                    // As the client: a patch that fails leaves the content as it was.
+                    let mut patched = Value::Object(std::mem::take(content));
+                    let before = patched.clone();
+                    if json_patch::patch(&mut patched, &delta.patch).is_err() {
+                        patched = before;
+                    }
+                    if let Value::Object(object) = patched {
+                        *content = object;
+                    }
+                }
+            }
             // Every other event is listed, so that a new one is a decision here rather than
             // silently left out of the record. Ends and lifecycle events change no message the
-            // client keeps; reasoning, activities, steps and subagent lifecycle are not kept in
-            // a thread's record (the client shows them for the run); raw and custom events are
-            // the application's.
+            // client keeps; reasoning, steps and subagent lifecycle are not kept in a thread's
+            // record (the client shows them for the run); raw and custom events are the
+            // application's.
             EventBody::RunStarted(_)
             | EventBody::RunFinished(_)
             | EventBody::RunError(_)
@@ -144,8 +166,6 @@ impl ThreadRecorder {
             | EventBody::StepFinished(_)
             | EventBody::TextMessageEnd(_)
             | EventBody::ToolCallEnd(_)
-            | EventBody::ActivitySnapshot(_)
-            | EventBody::ActivityDelta(_)
             | EventBody::Raw(_)
             | EventBody::Custom(_)
             | EventBody::ReasoningStart(_)
@@ -158,6 +178,24 @@ impl ThreadRecorder {
             | EventBody::SubagentStarted(_)
             | EventBody::SubagentFinished(_)
             | EventBody::SubagentError(_) => {}
+        }
+    }
+
+    /// An activity as the client holds it: new, or its content replaced.
+    fn activity_snapshot(&mut self, snapshot: &ActivitySnapshot) {
+        let held = self.messages.iter_mut().rev().find_map(|m| match m {
+            Message::Activity(a) if a.id == snapshot.message_id => Some(a),
+            _ => None,
+        });
+        match held {
+            Some(activity) => activity.content = snapshot.content.clone(),
+            None => self.add(Message::Activity(ActivityMessage {
+                id: snapshot.message_id.clone(),
+                activity_type: snapshot.activity_type.clone(),
+                content: snapshot.content.clone(),
+                subagent_run_id: snapshot.subagent_run_id.clone(),
+                metadata: None,
+            })),
         }
     }
 
@@ -244,6 +282,31 @@ impl ThreadRecorder {
         });
         if let Some(call) = call {
             crate::text::push_growing(&mut call.function.arguments, delta);
+        }
+    }
+}
+
+/// Puts back the activities of tool calls the history still holds, each right after the
+/// assistant message with its call: a 1.0 client never sends activity messages, so without
+/// this a thread would lose them on its next run. An activity names its call in its content
+/// (`toolCallId`); one the history already holds, or whose call is gone (another branch), is
+/// left out.
+fn keep_activities(recorded: &[Message], messages: &mut Vec<Message>) {
+    for message in recorded {
+        let Message::Activity(activity) = message else {
+            continue;
+        };
+        if messages.iter().any(|m| m.id() == activity.id) {
+            continue;
+        }
+        let Some(call_id) = activity.content.get("toolCallId").and_then(Value::as_str) else {
+            continue;
+        };
+        let holder = messages.iter().position(
+            |m| matches!(m, Message::Assistant(a) if a.tool_calls.iter().any(|c| c.id == call_id)),
+        );
+        if let Some(at) = holder {
+            messages.insert(at + 1, message.clone());
         }
     }
 }

@@ -101,3 +101,96 @@ async fn an_agent_can_turn_activities_off() {
     assert!(of_type(&events, "ACTIVITY_SNAPSHOT").is_empty());
     assert!(of_type(&events, "ACTIVITY_DELTA").is_empty());
 }
+
+async fn thread(app: &TestApp) -> Value {
+    app.get("/assistant/threads/t1").await.json().await.unwrap()
+}
+
+/// The activity is kept in the thread's record, next to its call, and stays there over the
+/// runs that follow although a 1.0 client never sends it back; those runs continue the
+/// thread (no fork) whether or not they name their parent run.
+#[tokio::test]
+async fn the_activity_is_kept_in_the_thread_over_the_runs_that_follow() {
+    let mcp = spawn_mcp_app(|s| with_servers(s, vec![test_server()])).await;
+    let app = &mcp.app;
+    app.fake
+        .push_call_then_text(("call_1", "test__slow", r#"{"seconds": 0.3}"#), "Done.");
+    let question = user("Wait");
+    let run1 = app.run_events("/", &input(vec![question.clone()])).await;
+    assert_well_formed(&run1);
+    let recorded = thread(app).await;
+    let activities = |thread: &Value| -> Vec<Value> {
+        thread["messages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|m| m["role"] == "activity")
+            .cloned()
+            .collect()
+    };
+    let kept = activities(&recorded);
+    assert_eq!(kept.len(), 1, "{recorded}");
+    assert_eq!(kept[0]["id"], "act_call_1");
+    assert_eq!(kept[0]["activityType"], "agui-host.tool");
+    assert_eq!(kept[0]["content"]["status"], "completed");
+    assert_eq!(kept[0]["content"]["progress"], 3.0);
+    let roles: Vec<&str> = recorded["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["role"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        roles,
+        ["user", "assistant", "activity", "tool", "assistant"]
+    );
+
+    // Two more runs with the history as a 1.0 client keeps it: no activity messages.
+    let mut history: Vec<Value> = recorded["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["role"] != "activity")
+        .cloned()
+        .collect();
+    for (n, parent) in [(2, Some("r1")), (3, None)] {
+        history.push(user(&format!("And now {n}?")));
+        app.fake.push(crate::fake_llm::Reply::Sse(
+            crate::fake_llm::chunks::text_reply(&["Fine."]),
+        ));
+        let mut body = input(history.clone());
+        body["runId"] = json!(format!("r{n}"));
+        if let Some(parent) = parent {
+            body["parentRunId"] = json!(parent);
+        }
+        let events = app.run_events("/", &body).await;
+        assert_well_formed(&events);
+        assert_eq!(
+            last(&events)["type"],
+            "RUN_FINISHED",
+            "{:?}",
+            types(&events)
+        );
+        let after = thread(app).await;
+        assert_eq!(activities(&after), kept, "run {n}: {after}");
+        let runs: Vec<&str> = after["runs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r["runId"].as_str().unwrap())
+            .collect();
+        let expected: Vec<String> = (1..=n).map(|i| format!("r{i}")).collect();
+        assert_eq!(
+            runs, expected,
+            "run {n} continues the thread, no fork: {after}"
+        );
+        history = after["messages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|m| m["role"] != "activity")
+            .cloned()
+            .collect();
+    }
+    mcp.shut_down().await;
+}

@@ -4,15 +4,16 @@
 //!
 //! Hand-written rather than `axum::serve` for the HTTP/1 buffer bound: hyper's default lets a
 //! connection hold about 400 KB of response bytes for a client that reads slowly, on top of
-//! what the run itself holds for it (`server.max_stream_buffer_bytes`, see `run::outbox`).
+//! what the run itself holds for it (`server.max_stream_buffer_bytes`, see `session::outbox`).
 //!
 //! What a connection may hold without asking for anything is bounded here, since no request
 //! handler sees it:
-//! - hyper-util's auto builder reads the first bytes to pick HTTP/1 or HTTP/2, with no
-//!   deadline, and HTTP/2 has no deadline for a first request either: a socket that sends
-//!   nothing, or only the HTTP/2 preface and SETTINGS, would be held (a task, its buffers, a
-//!   file descriptor) for ever. Each connection therefore has its own timer until its first
-//!   request reaches the service (`server.limits.header_read_timeout_secs`); after that,
+//! - The loop reads a connection's first bytes to pick HTTP/1 or HTTP/2 (rather than
+//!   hyper-util's auto connection, which holds room for both in every connection's task, 1.5 KB
+//!   where an HTTP/1 connection needs 0.65), and HTTP/2 has no deadline for a first request: a
+//!   socket that sends nothing, or only the HTTP/2 preface and SETTINGS, would be held (a task,
+//!   its buffers, a file descriptor) for ever. Each connection therefore has its own timer until
+//!   its first request reaches the service (`server.limits.header_read_timeout_secs`); after that,
 //!   hyper's `header_read_timeout` bounds every HTTP/1 head (an idle keep-alive connection
 //!   too), and HTTP/2 keep-alive pings close a connection whose peer has gone.
 //! - `server.limits.max_connections` bounds them all. A connection over it is closed as soon
@@ -26,13 +27,18 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
 use axum::Router;
+use hyper::server::conn::{http1, http2};
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
-use hyper_util::server::conn::auto;
 use hyper_util::server::graceful::GracefulShutdown;
 use hyper_util::service::TowerToHyperService;
-use tokio::net::TcpListener;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, ReadBuf};
+use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{Notify, Semaphore};
+use tokio::time::Instant;
 
 use crate::settings::LimitSettings;
 
@@ -80,19 +86,7 @@ pub async fn serve(
     limits: ConnectionLimits,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    let mut builder = auto::Builder::new(TokioExecutor::new());
-    builder
-        .http1()
-        .timer(TokioTimer::new())
-        .header_read_timeout(limits.header_read_timeout)
-        .max_buf_size(MAX_CONNECTION_BUFFER);
-    builder
-        .http2()
-        .timer(TokioTimer::new())
-        .keep_alive_interval(limits.http2_keep_alive_interval)
-        .keep_alive_timeout(limits.http2_keep_alive_timeout)
-        .max_concurrent_streams(limits.http2_max_concurrent_streams);
-    let builder = Arc::new(builder);
+    let builders = Arc::new(Builders::new(&limits));
     let slots = limits.max_connections.map(|n| Arc::new(Semaphore::new(n)));
     // Whether the last connection was refused, so a burst over the limit logs once.
     let mut refusing = false;
@@ -141,45 +135,36 @@ pub async fn serve(
         };
         // Subscribed here, before the task runs, so a shutdown from now on reaches it.
         let watcher = graceful.watcher();
-        let builder = Arc::clone(&builder);
-        let first_request_timeout = limits.header_read_timeout;
+        let builders = Arc::clone(&builders);
+        let deadline = tokio::time::Instant::now() + limits.header_read_timeout;
         tokio::spawn(async move {
             // Held for as long as the connection is open.
             let _slot = slot;
-            // Made here, not before the spawn: a connection moved into the task and pinned
-            // there would take two places in it, the captured one and the pinned one.
-            let connection = builder
-                .serve_connection_with_upgrades(TokioIo::new(tcp), service)
-                .into_owned();
-            drop(builder);
-            let connection = watcher.watch(connection);
-            tokio::pin!(connection);
-            // Whether the first request came in time. Boxed: it is over with the first request,
-            // and inline its timer and waiter would stay in the task for as long as the
-            // connection is open. `notify_one` keeps a permit, so a request that came before
-            // this wait counts.
-            let in_time = Box::pin(async move {
-                tokio::select! {
-                    () = first_request.notified() => true,
-                    () = tokio::time::sleep(first_request_timeout) => false,
-                }
-            });
-            let ended = tokio::select! {
-                result = &mut connection => Some(result),
-                in_time = in_time => {
-                    if !in_time {
-                        tracing::debug!(
-                            timeout_secs = first_request_timeout.as_secs_f64(),
-                            "closing a connection that sent no request in time"
-                        );
-                        return;
-                    }
-                    None
-                }
+            let Ok(Ok((version, io))) = tokio::time::timeout_at(deadline, read_version(tcp)).await
+            else {
+                tracing::debug!("closing a connection that sent no request in time");
+                return;
             };
-            let result = match ended {
-                Some(result) => result,
-                None => connection.await,
+            // Each connection is made here, inside its task: moved into the task and pinned
+            // there, it would take two places in it. The HTTP/2 one is boxed, so the task is
+            // the size of the HTTP/1 connection that nearly every client opens, not of the
+            // larger of the two (hyper-util's auto connection holds room for both).
+            let result = match version {
+                HttpVersion::Http1 => {
+                    let connection = builders.http1.serve_connection(io, service);
+                    drop(builders);
+                    until_closed(watcher.watch(connection), first_request, deadline).await
+                }
+                HttpVersion::Http2 => {
+                    let connection = builders.http2.serve_connection(io, service);
+                    drop(builders);
+                    Box::pin(until_closed(
+                        watcher.watch(connection),
+                        first_request,
+                        deadline,
+                    ))
+                    .await
+                }
             };
             if let Err(error) = result {
                 tracing::debug!(%error, "connection ended with an error");
@@ -189,6 +174,155 @@ pub async fn serve(
     drop(listener);
     graceful.shutdown().await;
     Ok(())
+}
+
+/// The connection builders of both HTTP versions, configured once.
+struct Builders {
+    http1: http1::Builder,
+    http2: http2::Builder<TokioExecutor>,
+}
+
+impl Builders {
+    fn new(limits: &ConnectionLimits) -> Self {
+        let mut http1 = http1::Builder::new();
+        http1
+            .timer(TokioTimer::new())
+            .header_read_timeout(limits.header_read_timeout)
+            .max_buf_size(MAX_CONNECTION_BUFFER);
+        let mut http2 = http2::Builder::new(TokioExecutor::new());
+        http2
+            .timer(TokioTimer::new())
+            .keep_alive_interval(limits.http2_keep_alive_interval)
+            .keep_alive_timeout(limits.http2_keep_alive_timeout)
+            .max_concurrent_streams(limits.http2_max_concurrent_streams);
+        Builders { http1, http2 }
+    }
+}
+
+/// Drives a connection until it closes, closing it early when its first request has not come
+/// by `deadline`.
+async fn until_closed<C>(
+    connection: C,
+    first_request: Arc<Notify>,
+    deadline: Instant,
+) -> Result<(), hyper::Error>
+where
+    C: Future<Output = Result<(), hyper::Error>>,
+{
+    tokio::pin!(connection);
+    // Whether the first request came in time. Boxed: it is over with the first request, and
+    // inline its timer and waiter would stay in the task for as long as the connection is
+    // open. `notify_one` keeps a permit, so a request that came before this wait counts.
+    let in_time = Box::pin(async move {
+        tokio::select! {
+            () = first_request.notified() => true,
+            () = tokio::time::sleep_until(deadline) => false,
+        }
+    });
+    tokio::select! {
+        result = &mut connection => return result,
+        in_time = in_time => {
+            if !in_time {
+                tracing::debug!("closing a connection that sent no request in time");
+                return Ok(());
+            }
+        }
+    }
+    connection.await
+}
+
+/// The HTTP/2 connection preface (RFC 9113, section 3.4): a client that speaks HTTP/2 without
+/// TLS (prior knowledge) sends it first; an HTTP/1 request line never starts with it.
+const H2_PREFACE: &[u8; 24] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum HttpVersion {
+    Http1,
+    Http2,
+}
+
+/// Reads a connection's first bytes, as far as it takes to tell the HTTP/2 preface from an
+/// HTTP/1 request, and hands them back in front of the rest of the stream.
+async fn read_version(mut tcp: TcpStream) -> std::io::Result<(HttpVersion, TokioIo<Prefixed>)> {
+    let mut prefix = [0u8; H2_PREFACE.len()];
+    let mut filled = 0;
+    let version = loop {
+        let read = tcp.read(&mut prefix[filled..]).await?;
+        let start = filled;
+        filled += read;
+        if read == 0 || prefix[start..filled] != H2_PREFACE[start..filled] {
+            // Not the preface (or closed before it said): HTTP/1 reads the bytes as a request,
+            // or sees the end of the stream and closes too.
+            break HttpVersion::Http1;
+        }
+        if filled == H2_PREFACE.len() {
+            break HttpVersion::Http2;
+        }
+    };
+    let prefixed = Prefixed {
+        prefix,
+        start: 0,
+        end: filled as u8,
+        tcp,
+    };
+    Ok((version, TokioIo::new(prefixed)))
+}
+
+/// A connection whose first bytes were read to tell its version: they are read again first.
+struct Prefixed {
+    prefix: [u8; H2_PREFACE.len()],
+    /// What is left of `prefix` to read again.
+    start: u8,
+    end: u8,
+    tcp: TcpStream,
+}
+
+impl AsyncRead for Prefixed {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        let this = &mut *self;
+        if this.start < this.end {
+            let left = &this.prefix[usize::from(this.start)..usize::from(this.end)];
+            let taken = left.len().min(buf.remaining());
+            buf.put_slice(&left[..taken]);
+            this.start += taken as u8;
+            return Poll::Ready(Ok(()));
+        }
+        Pin::new(&mut this.tcp).poll_read(cx, buf)
+    }
+}
+
+impl AsyncWrite for Prefixed {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        Pin::new(&mut self.tcp).poll_write(cx, buf)
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[std::io::IoSlice<'_>],
+    ) -> Poll<std::io::Result<usize>> {
+        Pin::new(&mut self.tcp).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.tcp.is_write_vectored()
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.tcp).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.tcp).poll_shutdown(cx)
+    }
 }
 
 /// The service of one connection, telling the connection's task that a request has arrived

@@ -89,6 +89,47 @@ async fn a_connection_that_sent_its_request_is_not_cut_by_the_timeout() {
     assert!(answer.contains("RUN_FINISHED"), "{answer}");
 }
 
+/// The server tells HTTP/1 from HTTP/2 by the first bytes: a request that starts like the
+/// HTTP/2 preface (`P` of `POST`, as `PRI`) and comes a few bytes at a time is still read
+/// whole as HTTP/1, the bytes read to tell included.
+#[tokio::test]
+async fn a_request_that_starts_like_the_http2_preface_and_comes_in_pieces_is_served() {
+    let app = spawn_app(|_| {}).await;
+    app.fake.push(crate::fake_llm::Reply::Sse(
+        crate::fake_llm::chunks::text_reply(&["Hi."]),
+    ));
+    let mut socket = connect(&app).await;
+    socket.set_nodelay(true).unwrap();
+    let body = serde_json::to_vec(&input(vec![user("hi")])).unwrap();
+    let request = [
+        format!(
+            "POST / HTTP/1.1\r\nhost: localhost\r\ncontent-type: application/json\r\n\
+             content-length: {}\r\nconnection: close\r\n\r\n",
+            body.len()
+        )
+        .into_bytes(),
+        body,
+    ]
+    .concat();
+    for piece in [
+        &request[..1],
+        &request[1..3],
+        &request[3..30],
+        &request[30..],
+    ] {
+        socket.write_all(piece).await.unwrap();
+        tokio::time::sleep(Duration::from_millis(30)).await;
+    }
+    let mut answer = Vec::new();
+    tokio::time::timeout(Duration::from_secs(10), socket.read_to_end(&mut answer))
+        .await
+        .expect("the answer ends")
+        .expect("the answer is read");
+    let answer = String::from_utf8_lossy(&answer);
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    assert!(answer.contains("RUN_FINISHED"), "{answer}");
+}
+
 #[tokio::test]
 async fn past_max_connections_a_new_connection_is_closed_and_the_others_are_served() {
     let app = spawn_app(|s| s.server.limits.max_connections = 2).await;

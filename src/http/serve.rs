@@ -145,25 +145,20 @@ pub async fn serve(
                 tracing::debug!("closing a connection that sent no request in time");
                 return;
             };
-            // Each connection is made here, inside its task: moved into the task and pinned
-            // there, it would take two places in it. The HTTP/2 one is boxed, so the task is
-            // the size of the HTTP/1 connection that nearly every client opens, not of the
-            // larger of the two (hyper-util's auto connection holds room for both).
+            // Each connection is made here, inside its task, and boxed: its state moves no
+            // more (a future moved into an async function and pinned there keeps a place for
+            // each), and the task holds the connection of the version the client speaks, not
+            // room for the larger of the two (hyper-util's auto connection holds both).
             let result = match version {
                 HttpVersion::Http1 => {
                     let connection = builders.http1.serve_connection(io, service);
                     drop(builders);
-                    until_closed(watcher.watch(connection), first_request, deadline).await
+                    until_closed(Box::pin(watcher.watch(connection)), first_request, deadline).await
                 }
                 HttpVersion::Http2 => {
                     let connection = builders.http2.serve_connection(io, service);
                     drop(builders);
-                    Box::pin(until_closed(
-                        watcher.watch(connection),
-                        first_request,
-                        deadline,
-                    ))
-                    .await
+                    until_closed(Box::pin(watcher.watch(connection)), first_request, deadline).await
                 }
             };
             if let Err(error) = result {
@@ -202,14 +197,13 @@ impl Builders {
 /// Drives a connection until it closes, closing it early when its first request has not come
 /// by `deadline`.
 async fn until_closed<C>(
-    connection: C,
+    mut connection: Pin<Box<C>>,
     first_request: Arc<Notify>,
     deadline: Instant,
 ) -> Result<(), hyper::Error>
 where
     C: Future<Output = Result<(), hyper::Error>>,
 {
-    tokio::pin!(connection);
     // Whether the first request came in time. Boxed: it is over with the first request, and
     // inline its timer and waiter would stay in the task for as long as the connection is
     // open. `notify_one` keeps a permit, so a request that came before this wait counts.
@@ -220,7 +214,7 @@ where
         }
     });
     tokio::select! {
-        result = &mut connection => return result,
+        result = connection.as_mut() => return result,
         in_time = in_time => {
             if !in_time {
                 tracing::debug!("closing a connection that sent no request in time");

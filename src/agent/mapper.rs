@@ -43,7 +43,6 @@ struct Mapping<M> {
     inner: Option<AgentStream>,
     mapper: M,
     ready: VecDeque<Result<AgentUpdate, AgentError>>,
-    scratch: Updates,
 }
 
 /// Drives `mapper` over `inner`. An inner error passes through and ends the stream; dropping
@@ -53,7 +52,6 @@ pub fn map_updates<M: UpdateMapper>(inner: AgentStream, mapper: M) -> AgentStrea
         inner: Some(inner),
         mapper,
         ready: VecDeque::new(),
-        scratch: Updates::new(),
     })
 }
 
@@ -73,26 +71,29 @@ impl<M: UpdateMapper> Stream for Mapping<M> {
             let Some(inner) = this.inner.as_mut() else {
                 return Poll::Ready(None);
             };
+            // On the stack, not in the stream: an update's slot inline (about 170 bytes) would
+            // be held by every open run for each middleware that maps its updates.
+            let mut scratch = Updates::new();
             let result = match std::task::ready!(inner.poll_next_unpin(cx)) {
-                Some(Ok(update)) => this.mapper.on_update(update, &mut this.scratch),
+                Some(Ok(update)) => this.mapper.on_update(update, &mut scratch),
                 Some(Err(error)) => {
                     this.inner = None;
                     return Poll::Ready(Some(Err(error)));
                 }
                 None => {
                     this.inner = None;
-                    this.mapper.on_end(&mut this.scratch)
+                    this.mapper.on_end(&mut scratch)
                 }
             };
             // `ready` is empty here (it is drained before the inner stream is polled), so one
             // update in, one out (nearly every update of a run) is handed on directly, not moved
             // through the queue as well.
-            if result.is_ok() && this.scratch.len() == 1 {
-                if let Some(update) = this.scratch.pop() {
+            if result.is_ok() && scratch.len() == 1 {
+                if let Some(update) = scratch.pop() {
                     return Poll::Ready(Some(Ok(update)));
                 }
             }
-            this.ready.extend(this.scratch.drain(..).map(Ok));
+            this.ready.extend(scratch.into_iter().map(Ok));
             if let Err(error) = result {
                 this.inner = None;
                 this.ready.push_back(Err(error));

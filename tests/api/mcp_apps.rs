@@ -1,8 +1,10 @@
 //! MCP Apps hosted by the server, against the in-repo rmcp server's weather app
 //! (`examples/mcp_test_server.rs`): the `mcp-apps` activity after a UI tool's result for both
-//! client generations, tool visibility in what the model is offered, and the activity kept in
-//! the thread's record.
+//! client generations, tool visibility in what the model is offered, and the app's own
+//! requests (`forwardedProps.__proxiedMCPRequest`) answered from the allow-list without a model
+//! call, a thread lease, a save or a history check.
 
+use agui_host::settings::{ApprovalPolicySetting, FixedApproval, McpToolSettings};
 use serde_json::{json, Value};
 
 use crate::helpers::*;
@@ -174,6 +176,270 @@ async fn thread(app: &TestApp) -> Value {
     app.get("/assistant/threads/t1").await.json().await.unwrap()
 }
 
+// ---- The app's requests ----------------------------------------------------------------------
+
+/// The server id of the weather app, as the activity names it.
+async fn server_hash(app: &TestApp) -> String {
+    let events = weather_run(app, input, "r1").await;
+    app_activity(&events)["content"]["serverHash"]
+        .as_str()
+        .unwrap()
+        .to_owned()
+}
+
+/// A run on thread `t1` carrying an app's request, as CopilotKit's renderer sends it: the
+/// agent's messages as the client holds them, and the request in `forwardedProps`.
+fn proxied(body: fn(Vec<Value>) -> Value, run_id: &str, request: Value) -> Value {
+    let mut run = body(vec![user("Something the client holds")]);
+    run["runId"] = json!(run_id);
+    run["forwardedProps"] = json!({"__proxiedMCPRequest": request});
+    run
+}
+
+/// The request's events: exactly `RUN_STARTED` then `RUN_FINISHED`; its result.
+#[track_caller]
+fn answer_of(events: &[Value]) -> Value {
+    assert_eq!(types(events), ["RUN_STARTED", "RUN_FINISHED"], "{events:?}");
+    assert_well_formed(events);
+    events[1]["result"].clone()
+}
+
+#[tokio::test]
+async fn an_apps_resources_read_of_its_ui_resource_is_answered_without_the_model() {
+    let mcp = weather_app(|_| {}).await;
+    let app = &mcp.app;
+    let hash = server_hash(app).await;
+    let model_calls = app.upstream_bodies().len();
+    let before = thread(app).await;
+    let request = json!({"serverHash": hash, "serverId": hash, "method": "resources/read",
+                         "params": {"uri": APP_URI}});
+    let events = app
+        .run_events("/", &proxied(input, "p1", request.clone()))
+        .await;
+    let result = answer_of(&events);
+    let resource = &result["contents"][0];
+    assert_eq!(resource["uri"], APP_URI);
+    assert_eq!(resource["mimeType"], "text/html;profile=mcp-app");
+    assert!(resource["text"].as_str().unwrap().contains("ui/initialize"));
+    assert_eq!(events[0]["threadId"], "t1");
+    assert_eq!(events[0]["protocolVersion"], "1.0");
+    assert_eq!(events[1]["outcome"]["type"], "success");
+
+    // A 0.x client (CopilotKit) gets the shapes it accepts.
+    let events = app.run_events("/", &proxied(input_0x, "p2", request)).await;
+    assert_0x_compatible(&events);
+    assert_eq!(answer_of(&events)["contents"][0]["uri"], APP_URI);
+    assert!(events[0].get("protocolVersion").is_none());
+    assert!(events[1].get("outcome").is_none());
+
+    assert_eq!(app.upstream_bodies().len(), model_calls, "no model call");
+    assert_eq!(thread(app).await, before, "the thread is untouched");
+    mcp.shut_down().await;
+}
+
+#[tokio::test]
+async fn an_apps_tool_call_is_answered_and_leaves_the_thread_untouched_and_free() {
+    let mcp = weather_app(|_| {}).await;
+    let app = &mcp.app;
+    let hash = server_hash(app).await;
+    let model_calls = app.upstream_bodies().len();
+    let before = thread(app).await;
+    let request = json!({"serverHash": hash, "method": "tools/call",
+                         "params": {"name": "weather_refresh", "arguments": {"city": "Lyon"}}});
+    let events = app.run_events("/", &proxied(input, "p1", request)).await;
+    let result = answer_of(&events);
+    assert_eq!(
+        result["content"],
+        json!([{"type": "text", "text": "Still sunny in Lyon, 21 °C"}])
+    );
+    assert_eq!(result["structuredContent"]["city"], "Lyon");
+    assert_ne!(result["isError"], true);
+    // A model-visible tool with a UI may be called by its app too.
+    let request = json!({"serverHash": hash, "method": "tools/call",
+                         "params": {"name": "weather", "arguments": {"city": "Nice"}}});
+    let events = app.run_events("/", &proxied(input, "p2", request)).await;
+    assert_eq!(answer_of(&events)["structuredContent"]["city"], "Nice");
+    // And ping.
+    let request = json!({"serverHash": hash, "method": "ping"});
+    let events = app.run_events("/", &proxied(input, "p3", request)).await;
+    assert_eq!(answer_of(&events), json!({}));
+
+    assert_eq!(app.upstream_bodies().len(), model_calls, "no model call");
+    let after = thread(app).await;
+    assert_eq!(after, before, "no new message, no new run");
+
+    // The lease is free: a normal turn right after runs.
+    let mut history: Vec<Value> = after["messages"].as_array().unwrap().clone();
+    history.push(user("Thanks"));
+    app.fake.push(crate::fake_llm::Reply::Sse(
+        crate::fake_llm::chunks::text_reply(&["You're welcome."]),
+    ));
+    let mut body = input(history);
+    body["runId"] = json!("r2");
+    let events = app.run_events("/", &body).await;
+    assert_well_formed(&events);
+    assert_eq!(
+        last(&events)["type"],
+        "RUN_FINISHED",
+        "{:?}",
+        types(&events)
+    );
+    mcp.shut_down().await;
+}
+
+/// An app's request while a turn streams on the same thread is answered: it takes no lease.
+#[tokio::test]
+async fn an_apps_request_is_answered_while_a_turn_holds_the_thread() {
+    let mcp = weather_app(|_| {}).await;
+    let app = &mcp.app;
+    let hash = server_hash(app).await;
+    app.fake
+        .push_call_then_text(("call_2", "test__slow", r#"{"seconds": 1.5}"#), "Done.");
+    let mut history: Vec<Value> = thread(app).await["messages"].as_array().unwrap().clone();
+    history.push(user("Wait a bit"));
+    let mut body = input(history);
+    body["runId"] = json!("r2");
+    let mut turn = EventReader::new(app.post_run("/", &body).await);
+    // The turn has started (and holds the thread) once its first event is out.
+    assert_eq!(turn.next().await.unwrap()["type"], "RUN_STARTED");
+    let request = json!({"serverHash": hash, "method": "ping"});
+    let response = app.post_run("/", &proxied(input, "p1", request)).await;
+    assert_eq!(response.status(), 200);
+    let events = parse_sse(&response.text().await.unwrap());
+    assert_eq!(answer_of(&events), json!({}));
+    let mut last_type = String::new();
+    while let Some(event) = turn.next().await {
+        last_type = event["type"].as_str().unwrap().to_owned();
+    }
+    assert_eq!(last_type, "RUN_FINISHED", "the turn ends as usual");
+    mcp.shut_down().await;
+}
+
+/// A call that needs a person's approval cannot be approved from an app: refused, with a tool
+/// error the app can show, and the tool does not run.
+#[tokio::test]
+async fn an_apps_call_of_a_tool_that_needs_approval_is_refused_with_a_tool_error() {
+    let mcp = weather_app(|s| {
+        let name = s.default_agent.clone();
+        let server = &mut s.agents.get_mut(&name).unwrap().mcp_servers[0];
+        server.tools.insert(
+            "weather_refresh".into(),
+            McpToolSettings {
+                approval: ApprovalPolicySetting::Fixed(FixedApproval::Always),
+                ..Default::default()
+            },
+        );
+    })
+    .await;
+    let app = &mcp.app;
+    let hash = server_hash(app).await;
+    let before = thread(app).await;
+    let request = json!({"serverHash": hash, "method": "tools/call",
+                         "params": {"name": "weather_refresh", "arguments": {"city": "Lyon"}}});
+    let events = app.run_events("/", &proxied(input, "p1", request)).await;
+    let result = answer_of(&events);
+    assert_eq!(result["isError"], true, "{result}");
+    let message = result["error"].as_str().unwrap();
+    assert!(message.contains("needs a person's approval"), "{message}");
+    assert_eq!(result["content"][0]["text"], message);
+    assert!(
+        result.get("structuredContent").is_none(),
+        "not run: {result}"
+    );
+    assert_eq!(thread(app).await, before);
+    mcp.shut_down().await;
+}
+
+#[tokio::test]
+async fn requests_outside_the_allow_list_are_refused() {
+    let mcp = weather_app(|_| {}).await;
+    let app = &mcp.app;
+    let hash = server_hash(app).await;
+    let model_calls = app.upstream_bodies().len();
+    let before = thread(app).await;
+    let ask = |n: usize, request: Value| {
+        let body = proxied(input, &format!("p{n}"), request);
+        async move { answer_of(&app.run_events("/", &body).await) }
+    };
+
+    // A tool only the model may call, one that failed closed, one the server lacks.
+    for (n, tool) in ["weather_admin", "weather_future", "nope"]
+        .iter()
+        .enumerate()
+    {
+        let result = ask(
+            n,
+            json!({"serverHash": hash, "method": "tools/call", "params": {"name": tool}}),
+        )
+        .await;
+        assert_eq!(result["isError"], true, "{tool}: {result}");
+        assert!(result["error"].is_string(), "{tool}: {result}");
+    }
+    let result = ask(
+        3,
+        json!({"serverHash": hash, "method": "tools/call", "params": {"name": "weather_admin"}}),
+    )
+    .await;
+    assert!(
+        result["error"].as_str().unwrap().contains("model only"),
+        "{result}"
+    );
+    // A resource that is not ui://.
+    let result = ask(
+        4,
+        json!({"serverHash": hash, "method": "resources/read", "params": {"uri": "notes://secret.txt"}}),
+    )
+    .await;
+    assert_eq!(
+        result,
+        json!({"error": "an app may read only ui:// resources of its own server"})
+    );
+    // An unknown server, by hash and by id.
+    let result = ask(5, json!({"serverHash": "mcp_0000", "method": "ping"})).await;
+    assert_eq!(result, json!({"error": "Unknown server: mcp_0000"}));
+    let result = ask(
+        6,
+        json!({"serverHash": "x", "serverId": "other", "method": "ping"}),
+    )
+    .await;
+    assert_eq!(result, json!({"error": "Unknown server: other"}));
+    // Another method.
+    let result = ask(7, json!({"serverHash": hash, "method": "prompts/list"})).await;
+    assert_eq!(
+        result,
+        json!({"error": "MCP method not allowed for an app: prompts/list"})
+    );
+    // A malformed request is refused as one, not run as a turn.
+    let result = ask(8, json!({"serverHash": hash})).await;
+    assert!(
+        result["error"].as_str().unwrap().contains("method"),
+        "{result}"
+    );
+
+    assert_eq!(app.upstream_bodies().len(), model_calls, "no model call");
+    assert_eq!(thread(app).await, before, "the thread is untouched");
+    mcp.shut_down().await;
+}
+
+/// The id is the same for another instance with the same configuration (a replica, a
+/// restart), so an activity in a thread's record still reaches its server.
+#[tokio::test]
+async fn the_server_id_is_stable_across_instances_with_the_same_configuration() {
+    let first = weather_app(|_| {}).await;
+    let hash = server_hash(&first.app).await;
+    first.shut_down().await;
+    let second = weather_app(|_| {}).await;
+    assert_eq!(server_hash(&second.app).await, hash);
+    let request =
+        json!({"serverHash": hash, "method": "resources/read", "params": {"uri": APP_URI}});
+    let events = second
+        .app
+        .run_events("/", &proxied(input, "p1", request))
+        .await;
+    assert_eq!(answer_of(&events)["contents"][0]["uri"], APP_URI);
+    second.shut_down().await;
+}
+
 /// The activity is kept in the thread's record next to its call, and stays there over the
 /// next run although a 1.0 client does not send it back.
 #[tokio::test]
@@ -219,5 +485,32 @@ async fn the_app_activity_is_kept_in_the_thread_over_the_next_run() {
         types(&events)
     );
     assert_eq!(activities(&thread(app).await), kept);
+    mcp.shut_down().await;
+}
+
+/// An app's request is a request like any other: without the token the service requires, it
+/// is refused before anything is answered.
+#[tokio::test]
+async fn an_apps_request_needs_the_services_token() {
+    let mcp = weather_app(|s| s.server.auth.tokens = vec!["app-token".into()]).await;
+    let app = &mcp.app;
+    let request = json!({"serverHash": "mcp_0000", "method": "ping"});
+    let body = proxied(input, "p1", request);
+    let response = app.post_run("/", &body).await;
+    assert_eq!(response.status(), 401);
+    let response = app
+        .client
+        .post(format!("{}/", app.address))
+        .bearer_auth("app-token")
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    let events = parse_sse(&response.text().await.unwrap());
+    assert_eq!(
+        answer_of(&events),
+        json!({"error": "Unknown server: mcp_0000"})
+    );
     mcp.shut_down().await;
 }

@@ -514,3 +514,40 @@ async fn an_apps_request_needs_the_services_token() {
     );
     mcp.shut_down().await;
 }
+
+/// A 0.x client (CopilotKit) keeps the activity in its messages and sends it back: the next
+/// turn runs, the model never sees it, and the record keeps it once.
+#[tokio::test]
+async fn a_0x_client_that_sends_the_activity_back_goes_on() {
+    let mcp = weather_app(|_| {}).await;
+    let app = &mcp.app;
+    weather_run(app, input_0x, "r1").await;
+    let mut history: Vec<Value> = thread(app).await["messages"].as_array().unwrap().clone();
+    assert!(history.iter().any(|m| m["role"] == "activity"));
+    history.push(user("And tomorrow?"));
+    app.fake.push(crate::fake_llm::Reply::Sse(
+        crate::fake_llm::chunks::text_reply(&["Sunny too."]),
+    ));
+    let mut body = input_0x(history);
+    body["runId"] = json!("r2");
+    let events = app.run_events("/", &body).await;
+    assert_0x_compatible(&events);
+    assert_eq!(
+        last(&events)["type"],
+        "RUN_FINISHED",
+        "{:?}",
+        types(&events)
+    );
+    let upstream = app.upstream_bodies();
+    let roles = roles(upstream.last().unwrap());
+    assert!(!roles.contains(&"activity"), "{roles:?}");
+    let after = thread(app).await;
+    let kept = after["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["activityType"] == "mcp-apps")
+        .count();
+    assert_eq!(kept, 1, "{after}");
+    mcp.shut_down().await;
+}

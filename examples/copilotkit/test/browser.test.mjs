@@ -560,6 +560,11 @@ describe("CopilotKit example in Chromium", () => {
     assert.deepEqual(roles.filter((r) => r === "user"), ["user"], JSON.stringify(thread.messages));
     assert.equal(thread.messages.filter((m) => m.activityType === "mcp-apps").length, 1, JSON.stringify(roles));
     assert.equal(thread.runs.length, 1, JSON.stringify(thread.runs));
+
+    // The conversation goes on after the app, with the app's activity in the history.
+    await sendMessage(page, "thanks for the card");
+    await expectReplyTo(page, "thanks for the card");
+    assert.equal(await page.getByTestId("mcp-app-iframe").count(), 1, "the app stays on screen");
     assert.deepEqual(problems, []);
   });
 

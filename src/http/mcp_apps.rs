@@ -10,6 +10,9 @@
 //! it holds), or call the model. What still applies is what applies to every request:
 //! authentication (a tower layer before this), the body's limits (it is decoded as any run),
 //! and a run slot (`server.limits.max_concurrent_runs`) while it is answered.
+//!
+//! `RUN_STARTED` and `RUN_FINISHED` name the request's thread and run ids as sent (the TS
+//! middleware puts the run id in `threadId`); nothing is recorded under either.
 
 use axum::body::Body;
 use axum::http::{header, HeaderValue};

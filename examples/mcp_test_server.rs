@@ -10,12 +10,24 @@
 //! - `whoami {}`: the `x-agui-*` headers of the HTTP request that carried the call;
 //! - `meta {}`: the call's `params._meta` (trace context, identity);
 //! - `ping {}`: answers `pong` (the benchmark's call);
+//! - `client_capabilities {}`: the capabilities the client declared;
 //! - `book_table {restaurant}`: asks (MCP 2026-07-28 `input_required`) how many people, with
 //!   a `requestState` naming the restaurant, then books on the retry (accept), or says it was
 //!   declined or cancelled; a changed `requestState` is refused;
 //! - `bookings {}`: how many tables `book_table` booked, in this process;
 //! - `plan_trip {city}`: asks two questions at once (the dates, and a URL-mode sign-in), then
 //!   answers with both.
+//!
+//! And an MCP App (SEP-1865), a small weather card (`examples/support/weather_app.html`):
+//! - `weather {city}`: the forecast, with the UI resource `ui://weather/app.html`;
+//! - `weather_refresh {city}`: visible to the app only (`_meta.ui.visibility: ["app"]`): the
+//!   card's Refresh button calls it through the host;
+//! - `weather_legacy {}`: names its resource with the legacy key `_meta["ui/resourceUri"]`;
+//! - `weather_admin {}`: visible to the model only;
+//! - `weather_future {}`: a visibility value no client knows yet (`"robot"`), which must fail
+//!   closed;
+//! - resources `ui://weather/app.html`, `ui://weather/legacy.html` (`text/html;profile=mcp-app`)
+//!   and `notes://secret.txt`, a plain resource no app may read.
 //!
 //! `cargo run --example mcp_test_server -- stdio` serves on standard input and output;
 //! `-- http` serves streamable HTTP on a free local port and prints `http://127.0.0.1:<port>/mcp`
@@ -27,8 +39,9 @@ use std::time::Duration;
 
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ElicitRequest,
-    ElicitRequestParams, InputRequest, InputRequests, InputRequiredResult, ListToolsResult,
-    PaginatedRequestParams, ProgressNotificationParam, ServerCapabilities, ServerConfig, Tool,
+    ElicitRequestParams, InputRequest, InputRequests, InputRequiredResult, ListResourcesResult,
+    ListToolsResult, PaginatedRequestParams, ProgressNotificationParam, ReadResourceRequestParams,
+    ReadResourceResponse, ReadResourceResult, ServerCapabilities, ServerConfig, Tool,
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer, ServerHandler, ServiceExt};
@@ -96,6 +109,11 @@ impl TestServer {
             Tool::new("meta", "The _meta of the call", empty()),
             Tool::new("ping", "Answers pong", empty()),
             Tool::new(
+                "client_capabilities",
+                "The capabilities the client declared",
+                empty(),
+            ),
+            Tool::new(
                 "book_table",
                 "Books a table, asking the user for the party",
                 schema(
@@ -109,6 +127,7 @@ impl TestServer {
                 schema(json!({"type": "object", "properties": {"city": {"type": "string"}}})),
             ),
         ];
+        tools.extend(weather_tools());
         for name in self.added.lock().unwrap().iter() {
             tools.push(Tool::new(name.clone(), "An added tool", empty()));
         }
@@ -143,6 +162,63 @@ impl TestServer {
         }
         CallToolResult::success(vec![ContentBlock::text(format!("slept {seconds} s"))])
     }
+}
+
+/// The MCP App's HTML.
+const WEATHER_APP: &str = include_str!("support/weather_app.html");
+
+/// The weather app's tools, with their `_meta` as a server writes it.
+fn weather_tools() -> Vec<Tool> {
+    let city =
+        json!({"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]});
+    let empty = json!({"type": "object", "properties": {}});
+    let tool = |name: &str, description: &str, schema: &Value, meta: Value| -> Tool {
+        serde_json::from_value(json!({
+            "name": name, "description": description, "inputSchema": schema, "_meta": meta
+        }))
+        .expect("a tool")
+    };
+    vec![
+        tool(
+            "weather",
+            "Shows the weather of a city",
+            &city,
+            json!({"ui": {"resourceUri": "ui://weather/app.html"}}),
+        ),
+        tool(
+            "weather_refresh",
+            "Refreshes the weather card",
+            &city,
+            json!({"ui": {"resourceUri": "ui://weather/app.html", "visibility": ["app"]}}),
+        ),
+        tool(
+            "weather_legacy",
+            "The weather card, named the old way",
+            &empty,
+            json!({"ui/resourceUri": "ui://weather/legacy.html"}),
+        ),
+        tool(
+            "weather_admin",
+            "Resets the weather station",
+            &empty,
+            json!({"ui": {"visibility": ["model"]}}),
+        ),
+        tool(
+            "weather_future",
+            "A tool for a kind of caller no client knows",
+            &empty,
+            json!({"ui": {"visibility": ["model", "robot"]}}),
+        ),
+    ]
+}
+
+/// The forecast of `city`: a text for the model and structured content for the app.
+fn forecast(city: &str, refreshed: bool) -> CallToolResult {
+    let verb = if refreshed { "Still sunny" } else { "Sunny" };
+    let mut result =
+        CallToolResult::success(vec![ContentBlock::text(format!("{verb} in {city}, 21 °C"))]);
+    result.structured_content = Some(json!({"city": city, "temperature": 21, "sky": "sunny"}));
+    result
 }
 
 fn form_question(message: &str, schema: Value) -> InputRequest {
@@ -237,6 +313,7 @@ impl ServerHandler for TestServer {
             ServerCapabilities::builder()
                 .enable_tools()
                 .enable_tool_list_changed()
+                .enable_resources()
                 .build(),
         )
     }
@@ -252,6 +329,43 @@ impl ServerHandler for TestServer {
         Ok(ListToolsResult::with_all_items(self.tools()))
     }
 
+    async fn list_resources(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, ErrorData> {
+        Ok(serde_json::from_value(json!({"resources": [
+            {"uri": "ui://weather/app.html", "name": "weather", "mimeType": "text/html;profile=mcp-app"},
+            {"uri": "ui://weather/legacy.html", "name": "weather_legacy", "mimeType": "text/html;profile=mcp-app"},
+            {"uri": "notes://secret.txt", "name": "secret", "mimeType": "text/plain"}
+        ]}))
+        .expect("a resource list"))
+    }
+
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, ErrorData> {
+        let (mime_type, text) = match request.uri.as_str() {
+            "ui://weather/app.html" | "ui://weather/legacy.html" => {
+                ("text/html;profile=mcp-app", WEATHER_APP)
+            }
+            "notes://secret.txt" => ("text/plain", "the secret notes"),
+            other => {
+                return Err(ErrorData::resource_not_found(
+                    format!("no resource {other}"),
+                    None,
+                ))
+            }
+        };
+        let result: ReadResourceResult = serde_json::from_value(json!({"contents": [
+            {"uri": request.uri, "mimeType": mime_type, "text": text}
+        ]}))
+        .expect("a resource");
+        Ok(result.into())
+    }
+
     async fn call_tool(
         &self,
         request: CallToolRequestParams,
@@ -263,9 +377,22 @@ impl ServerHandler for TestServer {
             "book_table" => return book_table(&request),
             "plan_trip" => return Ok(plan_trip(&request)),
             "bookings" => text(BOOKED.load(Ordering::SeqCst).to_string()),
+            "weather" | "weather_refresh" => forecast(
+                arguments
+                    .get("city")
+                    .and_then(Value::as_str)
+                    .unwrap_or("nowhere"),
+                request.name == "weather_refresh",
+            ),
+            "weather_legacy" => text("The legacy weather card".into()),
+            "weather_admin" => text("The station was reset".into()),
+            "weather_future" => text("Called by a robot".into()),
             "slow" => self.slow(&arguments, &context).await,
             "cancelled_calls" => text(CANCELLED.load(Ordering::SeqCst).to_string()),
             "ping" => text("pong".into()),
+            "client_capabilities" => CallToolResult::structured(
+                serde_json::to_value(context.client_capabilities()).unwrap_or_default(),
+            ),
             "plan" => {
                 let steps: Vec<Value> = arguments
                     .get("steps")

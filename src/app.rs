@@ -13,6 +13,7 @@ mod pipeline;
 
 pub use pipeline::approval_policies;
 
+use crate::agent::mcp_apps::McpApps;
 use crate::agent::Agent;
 use crate::http::{self, AppState, Discovery, McpDown, McpReport, Metrics, Readiness};
 use crate::llm::{LlmError, ModelClients};
@@ -309,7 +310,12 @@ fn assemble(
     let model = clients.default.describe();
     let offline = clients.default.is_offline();
     let mut agents: BTreeMap<String, Arc<dyn Agent>> = BTreeMap::new();
+    let mut mcp_apps = McpApps::default();
     for (name, agent_settings) in &settings.agents {
+        let approvals = pipeline::approval_policies(agent_settings)
+            .map_err(|message| SettingsError::Invalid(format!("agents.{name}: {message}")))?;
+        let timeout = Duration::from_secs(agent_settings.tool_timeout_secs);
+        mcp_apps.add_agent(name, mcp.app_servers_for(name), approvals, timeout);
         let tools = extra_tools.get(name).map(Vec::as_slice).unwrap_or_default();
         let agent = pipeline::build(
             name,
@@ -362,6 +368,7 @@ fn assemble(
         metrics: Arc::clone(&metrics),
         readiness: Arc::new(readiness(settings, mcp)),
         discovery,
+        mcp_apps: Arc::new(mcp_apps),
     };
     let router = http::router(state, settings)?;
     Ok(Assembled {

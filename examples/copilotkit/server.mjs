@@ -6,7 +6,7 @@
 //
 //   AGUI_HOST_URL   agui-host's base URL (default http://127.0.0.1:8080)
 //   AGUI_AGENT      the agui-host route of the recipe agent (default recipe); the scheduler
-//                   page's agent is agui-host's /scheduler
+//                   page's agent is agui-host's /scheduler, the weather page's /weather
 //   PORT, HOST      where this server listens (default 127.0.0.1:3000; PORT=0 picks a free port)
 
 import fs from "node:fs";
@@ -55,6 +55,9 @@ const runtime = new CopilotRuntime({
   agents: {
     recipe: new HttpAgent({ url: `${aguiHost}/${agentRoute}` }),
     scheduler: new HttpAgent({ url: `${aguiHost}/scheduler` }),
+    // The weather page's agent: its MCP App is hosted by agui-host itself, so this runtime
+    // is not configured with `mcpApps` (both would inject the app's tools).
+    weather: new HttpAgent({ url: `${aguiHost}/weather` }),
   },
   runner: new AguiHostThreadRunner(),
 });

@@ -690,12 +690,13 @@ impl RunState {
             self.ask_the_client(call, arguments, parent_message_id, Some(asked));
             return true;
         }
-        let output = output.and_then(|output| {
+        let mut output = output.and_then(|output| {
             state_rules::with_result_rules(&self.config.state_rules, &call.name, output)
         });
+        let activity = output.as_mut().ok().and_then(|o| o.activity.take());
         let mut state_events = Vec::new();
         let content = match output {
-            Ok(ToolOutput { content, state }) => {
+            Ok(ToolOutput { content, state, .. }) => {
                 match state.map(|update| apply_update(&mut self.state, update)) {
                     Some(Err(problem)) => Err(ToolError::Failed(format!(
                         "the tool's state update was not applied: {problem}"
@@ -709,11 +710,16 @@ impl RunState {
             }
             Err(error) => Err(error),
         };
+        // A call that failed after all (its state update did not apply) shows no app.
+        let app = activity
+            .filter(|_| content.is_ok())
+            .map(|app| activities::result_activity(&call.id, *app));
         let content = content.unwrap_or_else(|error| {
             tracing::warn!(tool = %call.name, tool_call_id = %call.id, %error, "tool call failed");
             serde_json::json!({"error": error.to_string()}).to_string()
         });
         self.emit_tool_result(call.id, content, state_events);
+        self.queue.extend(app.map(AgentUpdate::Event));
         false
     }
 
@@ -781,19 +787,11 @@ fn parse_arguments(text: &str) -> Result<Value, ToolError> {
         .map_err(|e| ToolError::InvalidArguments(format!("the arguments are not valid JSON ({e})")))
 }
 
-/// The next progress report of a run's server tools; `None` when no tool has run (the select
-/// branch waiting on it is then disabled).
-async fn next_progress(
-    channel: Option<&mut tools::ProgressChannel>,
-) -> Option<crate::tools::ToolProgress> {
-    channel?.receiver.recv().await
-}
-
 mod activities;
 mod prompt;
 mod state_rules;
 mod turn;
-use activities::{Ending, ToolActivities};
+use activities::{next_progress, Ending, ToolActivities};
 use turn::{Turn, TurnCall, TurnOutput, TurnUpdates};
 
 #[cfg(test)]

@@ -34,6 +34,7 @@ mod history;
 pub mod input;
 pub mod ledger;
 mod mapper;
+pub mod mcp_apps;
 pub mod middleware;
 mod state_view;
 mod trace;

@@ -14,7 +14,7 @@
 //! `/<agent>/capabilities`), `threads` (the thread routes), `runs` (reconnect and stop),
 //! `serve` (the accept loop, the connection bound and each connection's HTTP settings and
 //! deadlines), `host` (the `Host` allow-list against DNS rebinding), `trace` (the HTTP server
-//! span of every request).
+//! span of every request), `mcp_apps` (runs that are an MCP App's request).
 
 mod auth;
 mod cors;
@@ -23,6 +23,7 @@ mod discovery;
 mod error;
 mod extract;
 mod host;
+mod mcp_apps;
 mod ops;
 mod run;
 mod runs;
@@ -69,6 +70,8 @@ pub struct AppState {
     pub readiness: Arc<Readiness>,
     /// The answers of `GET /agents` and `GET /<agent>/capabilities`.
     pub discovery: Arc<Discovery>,
+    /// What MCP Apps' own requests may reach (`mcp_apps`).
+    pub mcp_apps: Arc<crate::agent::mcp_apps::McpApps>,
 }
 
 impl std::fmt::Debug for AppState {

@@ -1,6 +1,7 @@
 //! `POST /` and `POST /{agent}`: decode a `RunAgentInput` (see `decode`), open the run's
 //! session (`crate::session`: admission, thread, log, the agent started) and answer with its
-//! SSE body; the metrics watch the run as one of its observers.
+//! SSE body; the metrics watch the run as one of its observers. A run that is an MCP App's
+//! request goes to `mcp_apps` instead, before any of that.
 
 use axum::body::{Body, Bytes};
 use axum::extract::rejection::BytesRejection;
@@ -12,6 +13,7 @@ use serde_json::Value;
 use super::decode;
 use super::extract::{NamedAgent, Scopes};
 use super::{ApiError, AppState};
+use crate::agent::mcp_apps::ProxiedRequest;
 use crate::agent::RunRequest;
 use crate::session::{NewRun, RunBody};
 use crate::telemetry::genai;
@@ -55,6 +57,10 @@ async fn run_agent(
     let input = decode::decode_run_input(&bytes, &state.input_limits)?;
     let mut request = RunRequest::from(input);
     request.scope = caller;
+    let forwarded_props = request.forwarded_props.as_ref();
+    if let Some(proxied) = ProxiedRequest::from_forwarded_props(forwarded_props) {
+        return super::mcp_apps::answer(&state, agent_name, request, proxied).await;
+    }
     let asks_to_continue = asks_to_continue(headers, request.forwarded_props.as_ref());
     // A child of the request's HTTP server span, which continued the caller's trace.
     let span = genai::run_span(agent_name, &request.thread_id, &request.run_id);

@@ -47,7 +47,7 @@ impl RunLimits {
 
     /// A slot for one run, or a refusal (with when to retry) when every slot is taken. Never
     /// waits: a queued run would hold its client's connection with nothing to show for it.
-    pub(super) fn try_acquire(&self) -> Result<Option<OwnedSemaphorePermit>, Refused> {
+    pub fn try_acquire(&self) -> Result<Option<OwnedSemaphorePermit>, Refused> {
         let Some(slots) = &self.slots else {
             return Ok(None);
         };

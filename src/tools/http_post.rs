@@ -135,7 +135,11 @@ impl HttpPostTool {
             .remove("state")
             .map(StateUpdate::from_envelope)
             .transpose()?;
-        Ok(ToolOutput { content, state })
+        Ok(ToolOutput {
+            content,
+            state,
+            activity: None,
+        })
     }
 }
 

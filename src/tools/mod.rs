@@ -40,6 +40,8 @@ pub struct ToolOutput {
     pub content: Value,
     /// An update of the shared state, if the tool makes one.
     pub state: Option<StateUpdate>,
+    /// An activity the client shows after the result (an MCP App: `mcp/apps.rs`), if any.
+    pub activity: Option<Box<ToolActivity>>,
 }
 
 impl From<Value> for ToolOutput {
@@ -47,8 +49,17 @@ impl From<Value> for ToolOutput {
         ToolOutput {
             content,
             state: None,
+            activity: None,
         }
     }
+}
+
+/// An AG-UI activity that comes with a tool's result: the agent sends it as an
+/// `ACTIVITY_SNAPSHOT` of its own right after the call's `TOOL_CALL_RESULT`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolActivity {
+    pub activity_type: String,
+    pub content: serde_json::Map<String, Value>,
 }
 
 /// A change a tool makes to the shared state.

@@ -87,6 +87,7 @@ impl Tool for StateWriteTool {
             Some(value) => Ok(ToolOutput {
                 content: Value::String(self.confirmation.clone()),
                 state: self.update_for(context.state.as_ref(), value),
+                activity: None,
             }),
         };
         futures_util::future::ready(output).boxed()

@@ -44,6 +44,7 @@ impl Tool for StaticResultTool {
         futures_util::future::ready(Ok(ToolOutput {
             content: self.result.clone(),
             state: self.state.clone(),
+            activity: None,
         }))
         .boxed()
     }

@@ -69,6 +69,7 @@ mod hosts;
 mod input_requests;
 mod limits;
 mod mcp;
+mod mcp_apps;
 mod mcp_elicitation;
 mod metrics;
 mod predicted_state_confirmation;

@@ -26,8 +26,12 @@ function pageThreadId() {
 }
 
 export function App() {
-  if (new URLSearchParams(window.location.search).get("agent") === "scheduler") {
+  const agent = new URLSearchParams(window.location.search).get("agent");
+  if (agent === "scheduler") {
     return <SchedulerPage />;
+  }
+  if (agent === "weather") {
+    return <WeatherPage />;
   }
   return <RecipePage />;
 }
@@ -448,5 +452,26 @@ function SlotCard({ interrupt, resolve, cancel }) {
         </div>
       )}
     </div>
+  );
+}
+
+/**
+ * The weather page (`/?agent=weather`): an MCP App hosted by agui-host. Nothing here renders
+ * it: the `mcp-apps` activity agui-host sends after the weather tool's result is drawn by
+ * CopilotKit's built-in renderer, which reads the app's HTML and answers its calls through
+ * agui-host (runs carrying `forwardedProps.__proxiedMCPRequest`).
+ */
+function WeatherPage() {
+  return (
+    <CopilotKitProvider runtimeUrl="/api/copilotkit" agentId="weather" enableInspector={false}>
+      <main className="layout single">
+        <section className="chat" aria-label="Chat">
+          <CopilotChat
+            agentId="weather"
+            labels={{ chatInputPlaceholder: "Ask for the weather, e.g. “show me the weather in Paris”" }}
+          />
+        </section>
+      </main>
+    </CopilotKitProvider>
   );
 }

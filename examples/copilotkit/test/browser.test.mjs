@@ -6,10 +6,15 @@
 // conversation back from agui-host's thread store, and that it goes on; that the thread list
 // switches between two conversations; and that a question of the agent (an input tool) is
 // answered through the page, both as a `request_input` tool call and, on the scheduler page,
-// as an AG-UI interrupt through CopilotKit's own useInterrupt. Screenshots go to artifacts/ (ARTIFACTS_DIR).
+// as an AG-UI interrupt through CopilotKit's own useInterrupt; and that an MCP App hosted by
+// agui-host (the weather card of examples/mcp_test_server.rs) renders in the chat through
+// CopilotKit's own renderer and reaches its server through agui-host. Screenshots go to
+// artifacts/ (ARTIFACTS_DIR).
 //
-//   AGUI_HOST_BIN   the agui-host binary (default: target/debug/agui-host of the repository)
-//   CHROMIUM_BIN    the browser (default /usr/bin/chromium)
+//   AGUI_HOST_BIN         the agui-host binary (default: target/debug/agui-host of the repository)
+//   MCP_TEST_SERVER_BIN   the weather app's MCP server (default: examples/mcp_test_server beside
+//                         the agui-host binary)
+//   CHROMIUM_BIN          the browser (default /usr/bin/chromium)
 //
 // scripts/browser-test.sh builds the page and the binary first, then runs this.
 
@@ -111,7 +116,7 @@ async function startAguiHost() {
     env[k] = v;
   }
   const port = await freePort();
-  Object.assign(env, { HOST: "127.0.0.1", PORT: String(port), APP_CONFIG_FILE: AGENT_TOML });
+  Object.assign(env, { HOST: "127.0.0.1", PORT: String(port), APP_CONFIG_FILE: agentToml(bin) });
   const url = `http://127.0.0.1:${port}`;
   const proc = startProcess("agui-host", bin, [], {
     env,
@@ -125,6 +130,27 @@ async function startAguiHost() {
     await sleep(100);
   }
   return { url, ...proc };
+}
+
+/**
+ * agent.toml with the weather app's MCP server where this build put it: the file names
+ * target/debug/examples/mcp_test_server, and the binaries under test may live elsewhere.
+ */
+function agentToml(bin) {
+  const server = path.resolve(
+    REPO_ROOT,
+    process.env.MCP_TEST_SERVER_BIN || path.join(path.dirname(bin), "examples", "mcp_test_server"),
+  );
+  if (!fs.existsSync(server)) {
+    throw new Error(`the MCP test server ${server} is not built: cargo build --example mcp_test_server, or set MCP_TEST_SERVER_BIN`);
+  }
+  const configured = 'command = "target/debug/examples/mcp_test_server"';
+  const text = fs.readFileSync(AGENT_TOML, "utf8");
+  assert.ok(text.includes(configured), "agent.toml names the weather app's server");
+  fs.mkdirSync(ARTIFACTS, { recursive: true });
+  const file = path.join(ARTIFACTS, "agent.toml");
+  fs.writeFileSync(file, text.replace(configured, `command = ${JSON.stringify(server)}`));
+  return file;
 }
 
 async function healthy(url) {
@@ -494,6 +520,51 @@ describe("CopilotKit example in Chromium", () => {
     await page.getByText(`The tool returned: {"chosen_time":"${chosen}"}`).waitFor({ timeout: 30_000 });
     await page.waitForFunction(() => !document.querySelector('[data-testid="copilot-loading-cursor"]'));
     await shot(page, "interrupt-2-answered");
+    assert.deepEqual(problems, []);
+  });
+
+  /** The frame of the MCP App's own document (inside CopilotKit's sandbox proxy), once loaded. */
+  async function appFrame(page) {
+    const deadline = Date.now() + 30_000;
+    for (;;) {
+      for (const frame of page.frames()) {
+        if (await frame.locator('[data-testid="weather-report"]').count().catch(() => 0)) return frame;
+      }
+      if (Date.now() > deadline) throw new Error(`no MCP App frame:\n${aguiHost.log().slice(-4000)}`);
+      await sleep(100);
+    }
+  }
+
+  test("an MCP App hosted by agui-host renders in the chat, and its button reaches the server through agui-host", async (t) => {
+    const { page, problems } = await openPage(t, "/?agent=weather");
+    await sendMessage(page, "show me the weather in Paris");
+    // CopilotKit's renderer draws the mcp-apps activity as a sandboxed iframe...
+    await page.getByTestId("mcp-app-iframe").waitFor({ timeout: 30_000 });
+    // ...whose HTML it read through agui-host, and which got the tool's result.
+    const app = await appFrame(page);
+    await app.getByTestId("weather-report").filter({ hasText: "Sunny in Paris, 21 °C" }).waitFor({ timeout: 30_000 });
+    await page.waitForFunction(() => !document.querySelector('[data-testid="copilot-loading-cursor"]'));
+    await shot(page, "mcp-app-1-rendered");
+
+    // The card calls weather_refresh, a tool only the app may call, through agui-host.
+    await app.getByTestId("weather-refresh").click();
+    await app.getByTestId("weather-refreshed").filter({ hasText: "Still sunny in Paris, 21 °C" }).waitFor({ timeout: 30_000 });
+    await shot(page, "mcp-app-2-refreshed");
+
+    // The app's requests were no turns: agui-host's one weather thread holds the one question,
+    // the call and its app, and nothing of the requests.
+    const { threads } = await (await fetch(`${aguiHost.url}/weather/threads`)).json();
+    assert.equal(threads.length, 1, JSON.stringify(threads));
+    const thread = await (await fetch(`${aguiHost.url}/weather/threads/${encodeURIComponent(threads[0].threadId)}`)).json();
+    const roles = thread.messages.map((m) => m.role);
+    assert.deepEqual(roles.filter((r) => r === "user"), ["user"], JSON.stringify(thread.messages));
+    assert.equal(thread.messages.filter((m) => m.activityType === "mcp-apps").length, 1, JSON.stringify(roles));
+    assert.equal(thread.runs.length, 1, JSON.stringify(thread.runs));
+
+    // The conversation goes on after the app, with the app's activity in the history.
+    await sendMessage(page, "thanks for the card");
+    await expectReplyTo(page, "thanks for the card");
+    assert.equal(await page.getByTestId("mcp-app-iframe").count(), 1, "the app stays on screen");
     assert.deepEqual(problems, []);
   });
 

@@ -5,13 +5,17 @@
 //! call, the latest values kept in between; the call's end sends a last delta with the latest
 //! values and `status` `completed`, `failed` or `input_required`, before the call's result.
 //! A call that reports no progress has no activity.
+//!
+//! A tool's result may come with an activity of its own (an MCP App's `mcp-apps` activity):
+//! one `ACTIVITY_SNAPSHOT` (`messageId: "app_<toolCallId>"`, `replace: true`) right after the
+//! call's `TOOL_CALL_RESULT` ([`result_activity`]).
 
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Map, Value};
 
 use crate::protocol::{ActivityDelta, ActivitySnapshot, EventBody};
-use crate::tools::ToolProgress;
+use crate::tools::{ProgressChannel, ToolActivity, ToolProgress};
 
 /// The activity type of a tool call's progress.
 pub(super) const ACTIVITY_TYPE: &str = "agui-host.tool";
@@ -141,6 +145,23 @@ impl Open {
             subagent_run_id: None,
         }));
     }
+}
+
+/// The activity a tool's result came with, as the snapshot that follows the result.
+pub(super) fn result_activity(tool_call_id: &str, activity: ToolActivity) -> EventBody {
+    EventBody::ActivitySnapshot(ActivitySnapshot {
+        message_id: format!("app_{tool_call_id}"),
+        activity_type: activity.activity_type,
+        content: activity.content,
+        replace: Some(true),
+        subagent_run_id: None,
+    })
+}
+
+/// The next progress report of a run's server tools; `None` when no tool has run (the select
+/// branch waiting on it is then disabled).
+pub(super) async fn next_progress(channel: Option<&mut ProgressChannel>) -> Option<ToolProgress> {
+    channel?.receiver.recv().await
 }
 
 fn message_id(tool_call_id: &str) -> String {

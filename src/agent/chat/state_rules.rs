@@ -39,7 +39,7 @@ pub(super) fn with_result_rules(
         ));
     }
     Ok(ToolOutput {
-        content: output.content,
         state: Some(update),
+        ..output
     })
 }

@@ -1,7 +1,9 @@
 //! [`McpTool`]: one tool of an MCP server as a server tool of the agent. A call sends
 //! `tools/call`; a call dropped before its answer (the agent's tool timeout, or the run's
 //! client went away) sends `notifications/cancelled`, so the server can stop the work rather
-//! than finish it for nobody. Progress notifications of the call go to the run.
+//! than finish it for nobody. Progress notifications of the call go to the run. A tool with a
+//! `ui://` resource answers with the `mcp-apps` activity beside its output (`apps.rs`); an app
+//! calls it through [`McpTool::call_for_app`], which answers the server's result as it is.
 
 use std::sync::{Arc, Weak};
 
@@ -23,11 +25,18 @@ pub(super) struct McpTool {
     definition: ToolDefinition,
     /// The tool's name on the server.
     remote_name: String,
+    /// The tool's `ui://` resource: its calls come with an `mcp-apps` activity.
+    resource_uri: Option<String>,
     server: Weak<McpServer>,
 }
 
 impl McpTool {
-    pub(super) fn new(server: Weak<McpServer>, name: &str, remote: &rmcp::model::Tool) -> Self {
+    pub(super) fn new(
+        server: Weak<McpServer>,
+        name: &str,
+        remote: &rmcp::model::Tool,
+        resource_uri: Option<String>,
+    ) -> Self {
         let description = remote
             .description
             .as_deref()
@@ -40,7 +49,50 @@ impl McpTool {
                 Value::Object(remote.input_schema.as_ref().clone()),
             ),
             remote_name: remote.name.to_string(),
+            resource_uri,
             server,
+        }
+    }
+
+    /// A call an MCP App made through the host: the server's `CallToolResult` as JSON, as
+    /// the app expects it (an `isError` result too), with no activity and no progress.
+    ///
+    /// # Errors
+    /// The server is not connected, refused or failed the call, or asked for input (an app's
+    /// call has no person to ask: the chat is where questions go).
+    pub(super) async fn call_for_app(
+        &self,
+        arguments: serde_json::Map<String, Value>,
+        context: ToolContext,
+    ) -> Result<Value, String> {
+        let server = self
+            .server
+            .upgrade()
+            .ok_or_else(|| "the MCP server is shut down".to_owned())?;
+        let peer = server.current_peer().ok_or_else(|| {
+            format!(
+                "the MCP server `{}` is not connected; try again shortly",
+                server.settings.name
+            )
+        })?;
+        let span = trace::call_span(&server, &self.remote_name);
+        let answer = self
+            .request(&server, &peer, arguments, context, &span)
+            .instrument(span.clone())
+            .await;
+        match answer {
+            Ok(ServerResult::CallToolResult(result)) => {
+                serde_json::to_value(result).map_err(|e| e.to_string())
+            }
+            Ok(ServerResult::InputRequiredResult(_)) => Err(
+                "the tool asks the user for input, which a call from an app cannot do; ask in the chat"
+                    .into(),
+            ),
+            Ok(_) => Err("the MCP server answered tools/call with something else than a tool result".into()),
+            Err(failure) => {
+                trace::record_failure(&span, failure.error.kind(), failure.json_rpc_code);
+                Err(failure.error.to_string())
+            }
         }
     }
 
@@ -83,7 +135,8 @@ impl McpTool {
         answer.map_err(|failure| failure.error)
     }
 
-    /// Sends `tools/call` and waits for its answer.
+    /// Sends `tools/call` and maps its answer to the tool's output (with the `mcp-apps`
+    /// activity for a tool with a UI resource).
     async fn send(
         &self,
         server: &Arc<McpServer>,
@@ -92,6 +145,40 @@ impl McpTool {
         context: ToolContext,
         span: &tracing::Span,
     ) -> Result<ToolOutput, CallFailure> {
+        // The arguments go to the app as its `toolInput`.
+        let app = self
+            .resource_uri
+            .as_deref()
+            .map(|uri| (uri, arguments.clone(), context.tool_call_id.clone()));
+        match self.request(server, peer, arguments, context, span).await? {
+            ServerResult::CallToolResult(result) => {
+                let activity = app.and_then(|(uri, input, call_id)| {
+                    content::app_activity(server, uri, &call_id, input, &result)
+                });
+                let mut output = content::result_to_output(result)?;
+                output.activity = activity;
+                Ok(output)
+            }
+            ServerResult::InputRequiredResult(result) => {
+                let asked = elicit::questions(&server.settings.name, result)?;
+                Err(ToolError::NeedsInput(Box::new(asked)).into())
+            }
+            _ => Err(ToolError::Failed(
+                "the MCP server answered tools/call with something else than a tool result".into(),
+            )
+            .into()),
+        }
+    }
+
+    /// Sends `tools/call` and waits for the server's answer.
+    async fn request(
+        &self,
+        server: &Arc<McpServer>,
+        peer: &rmcp::Peer<RoleClient>,
+        arguments: serde_json::Map<String, Value>,
+        context: ToolContext,
+        span: &tracing::Span,
+    ) -> Result<ServerResult, CallFailure> {
         let mut params = CallToolRequestParams::new(self.remote_name.clone());
         params.arguments = Some(arguments);
         if let Some(answers) = context.input.as_deref() {
@@ -141,20 +228,7 @@ impl McpTool {
         }
         let answer = handle.await_response().await;
         guard.request = None; // answered: nothing to cancel
-        match answer {
-            Ok(ServerResult::CallToolResult(result)) => {
-                content::result_to_output(result).map_err(CallFailure::from)
-            }
-            Ok(ServerResult::InputRequiredResult(result)) => {
-                let asked = elicit::questions(&server.settings.name, result)?;
-                Err(ToolError::NeedsInput(Box::new(asked)).into())
-            }
-            Ok(_) => Err(ToolError::Failed(
-                "the MCP server answered tools/call with something else than a tool result".into(),
-            )
-            .into()),
-            Err(error) => Err(protocol_failure(server, &error)),
-        }
+        answer.map_err(|error| protocol_failure(server, &error))
     }
 }
 

@@ -23,6 +23,7 @@ use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
 use rmcp::{ClientHandler, RoleClient};
 use tokio::io::AsyncBufReadExt;
 
+use super::apps::{self, AppTool};
 use super::call::McpTool;
 use super::identity::{IdentityClient, IdentityHeaders};
 use super::McpServer;
@@ -96,6 +97,8 @@ impl ClientHandler for Handler {
                 .with_form(FormElicitationCapability::new())
                 .with_url(UrlElicitationCapability::new()),
         );
+        // MCP Apps: a server may then give its tools a `ui://` resource (`apps.rs`).
+        capabilities.extensions = Some(apps::extensions());
         ClientConfig::new(
             capabilities,
             Implementation::new("agui-host", env!("CARGO_PKG_VERSION")),
@@ -210,7 +213,8 @@ pub(super) async fn serve(server: &Arc<McpServer>, live: Live) -> bool {
     }
 }
 
-/// Lists the server's tools (every page) and makes them the server's current tools.
+/// Lists the server's tools (every page) and makes them the server's current tools: those the
+/// model may see for the agent, and every one for the apps (`apps.rs`).
 async fn list_tools(server: &Arc<McpServer>, peer: &rmcp::Peer<RoleClient>) -> Result<(), String> {
     let listed = peer
         .list_all_tools()
@@ -218,6 +222,7 @@ async fn list_tools(server: &Arc<McpServer>, peer: &rmcp::Peer<RoleClient>) -> R
         .map_err(|e| format!("tools/list failed: {e}"))?;
     let settings = &server.settings;
     let mut tools = BTreeMap::new();
+    let mut app_tools = BTreeMap::new();
     for remote in listed {
         let remote_name = remote.name.to_string();
         let wanted = (settings.include.is_empty() || settings.include.contains(&remote_name))
@@ -229,10 +234,30 @@ async fn list_tools(server: &Arc<McpServer>, peer: &rmcp::Peer<RoleClient>) -> R
             tracing::warn!(server = %settings.name, tool = %remote_name, "MCP tool skipped: its prefixed name is longer than 64 characters");
             continue;
         };
-        let tool = McpTool::new(Arc::downgrade(server), &name, &remote);
-        match RegisteredTool::new(Arc::new(tool) as Arc<dyn Tool>) {
+        let ui = match apps::tool_ui(remote.meta.as_ref().map(|meta| &meta.0)) {
+            Ok(ui) => ui,
+            Err(problem) => {
+                tracing::warn!(server = %settings.name, tool = %remote_name, %problem, "MCP tool skipped: neither the model nor an app may call it");
+                continue;
+            }
+        };
+        let tool = Arc::new(McpTool::new(
+            Arc::downgrade(server),
+            &name,
+            &remote,
+            ui.resource_uri.clone(),
+        ));
+        match RegisteredTool::new(Arc::clone(&tool) as Arc<dyn Tool>) {
             Ok(registered) => {
-                if tools.insert(name.clone(), registered).is_some() {
+                let model = ui.model;
+                let app_tool = AppTool {
+                    name: name.clone(),
+                    tool,
+                    registered: registered.clone(),
+                    ui,
+                };
+                app_tools.insert(remote_name, app_tool);
+                if model && tools.insert(name.clone(), registered).is_some() {
                     tracing::warn!(server = %settings.name, tool = %name, "two MCP tools map to the same name; the last one is used");
                 }
             }
@@ -242,6 +267,7 @@ async fn list_tools(server: &Arc<McpServer>, peer: &rmcp::Peer<RoleClient>) -> R
         }
     }
     *server.tools.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(tools);
+    *server.app_tools.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(app_tools);
     Ok(())
 }
 

@@ -1,11 +1,19 @@
 //! An MCP tool result as the agent's tool output: text content as text, images, audio and
 //! resources described (never their bytes: a model's context is no place for base64),
-//! `structuredContent` as JSON (so state rules can use it), `isError` as a tool error.
+//! `structuredContent` as JSON (so state rules can use it), `isError` as a tool error. The
+//! result of a tool with a `ui://` resource is also carried whole in its `mcp-apps` activity
+//! ([`app_activity`]), for the app.
 
 use rmcp::model::CallToolResult;
-use serde_json::Value;
+use serde_json::{json, Map, Value};
 
-use crate::tools::{ToolError, ToolOutput};
+use super::apps::ACTIVITY_TYPE;
+use super::McpServer;
+use crate::tools::{ToolActivity, ToolError, ToolOutput};
+
+/// Largest result (as JSON) a call's activity carries: the activity is kept in the run's log
+/// and the thread's record. A larger result reaches the model as usual, without the app.
+const MAX_ACTIVITY_RESULT_BYTES: usize = 512 * 1024;
 
 /// Most bytes of text taken from one result; the rest is cut with a note.
 const MAX_RESULT_TEXT: usize = 1024 * 1024;
@@ -32,6 +40,39 @@ pub fn result_to_output(result: CallToolResult) -> Result<ToolOutput, ToolError>
     Ok(ToolOutput::from(match result.structured_content {
         Some(structured) => structured,
         None => Value::String(text),
+    }))
+}
+
+/// The `mcp-apps` activity of a completed call, in the shape CopilotKit's renderer reads
+/// (`@copilotkit/mcp-apps-renderer` `MCPAppsActivityContentSchema`), plus `toolCallId`, by
+/// which the thread's record keeps it next to its call. `None` for a result too large to
+/// carry.
+pub(super) fn app_activity(
+    server: &McpServer,
+    resource_uri: &str,
+    tool_call_id: &str,
+    tool_input: Map<String, Value>,
+    result: &CallToolResult,
+) -> Option<Box<ToolActivity>> {
+    let result = serde_json::to_value(result).ok()?;
+    let size = serde_json::to_vec(&result).map_or(usize::MAX, |bytes| bytes.len());
+    if size > MAX_ACTIVITY_RESULT_BYTES {
+        tracing::warn!(
+            server = %server.settings.name, size,
+            "an MCP App's tool result is too large to carry in its activity; the app is not shown"
+        );
+        return None;
+    }
+    let mut content = Map::new();
+    content.insert("result".into(), result);
+    content.insert("resourceUri".into(), json!(resource_uri));
+    content.insert("serverHash".into(), json!(server.server_id));
+    content.insert("serverId".into(), json!(server.server_id));
+    content.insert("toolInput".into(), Value::Object(tool_input));
+    content.insert("toolCallId".into(), json!(tool_call_id));
+    Some(Box::new(ToolActivity {
+        activity_type: ACTIVITY_TYPE.to_owned(),
+        content,
     }))
 }
 

@@ -8,7 +8,13 @@
 //! whole process group goes with it). The server's tools join the agent's registry as a
 //! [`ToolSource`], named `<server>__<tool>`; a run takes the list as it is when the run starts.
 //! [`McpServers`] holds every server of every agent for start-up, `/ready` and shutdown.
+//!
+//! MCP Apps (`apps`): the client declares the UI extension; a tool's `_meta.ui` decides whether
+//! the model is offered it and whether apps may call it; a call of a tool with a `ui://`
+//! resource comes back with the `mcp-apps` activity; [`AppServer`] is what an app's requests
+//! reach through the host.
 
+mod apps;
 mod call;
 mod connection;
 mod content;
@@ -27,6 +33,10 @@ use tokio_util::sync::CancellationToken;
 use super::{RegisteredTool, ToolProgress, ToolSource};
 use crate::retry::RetryPolicy;
 use crate::settings::{McpServerSettings, Settings};
+pub use apps::{
+    is_ui_uri, AppServer, AppToolAccess, ACTIVITY_TYPE as APPS_ACTIVITY_TYPE, APP_MIME_TYPE,
+    UI_EXTENSION,
+};
 pub use content::result_to_output;
 
 /// Why the MCP servers could not be started.
@@ -96,6 +106,15 @@ impl McpServers {
             .collect()
     }
 
+    /// The servers of `agent` as their apps reach them.
+    pub fn app_servers_for(&self, agent: &str) -> Vec<AppServer> {
+        self.servers
+            .iter()
+            .filter(|server| server.agent == agent)
+            .map(|server| AppServer(Arc::clone(server)))
+            .collect()
+    }
+
     /// `agent/server` for every server that is not connected now: (required, optional).
     pub fn down(&self) -> (Vec<String>, Vec<String>) {
         let (optional, required): (Vec<_>, Vec<_>) = self
@@ -133,8 +152,13 @@ impl McpServers {
 pub struct McpServer {
     agent: String,
     settings: McpServerSettings,
-    /// The tools as last listed, by the name the model sees.
+    /// The opaque id the server's apps name it by (`apps::server_id`).
+    server_id: String,
+    /// The tools the model may be offered, as last listed, by the name the model sees.
     tools: RwLock<Arc<BTreeMap<String, RegisteredTool>>>,
+    /// Every tool as last listed (apart from those that failed closed), by its name on the
+    /// server: what an app's `tools/call` is checked against.
+    app_tools: RwLock<Arc<BTreeMap<String, apps::AppTool>>>,
     /// The live connection, when there is one.
     peer: RwLock<Option<rmcp::Peer<rmcp::RoleClient>>>,
     child_pid: Mutex<Option<u32>>,
@@ -178,8 +202,10 @@ impl McpServer {
     fn new(agent: &str, settings: McpServerSettings) -> Arc<Self> {
         Arc::new(McpServer {
             agent: agent.to_owned(),
+            server_id: apps::server_id(agent, &settings.name),
             settings,
             tools: RwLock::new(Arc::new(BTreeMap::new())),
+            app_tools: RwLock::new(Arc::new(BTreeMap::new())),
             peer: RwLock::new(None),
             child_pid: Mutex::new(None),
             list_changed: Notify::new(),

@@ -47,7 +47,8 @@ fn everything_js() -> PathBuf {
         .clone()
 }
 
-/// The in-repo rmcp server, built on first use when `cargo test` was filtered to one binary.
+/// The in-repo rmcp server, built (or found fresh: cargo checks) on first use, so a run filtered
+/// to one test binary never meets a server older than its tests.
 pub(crate) fn test_server_exe() -> PathBuf {
     static BUILT: OnceLock<PathBuf> = OnceLock::new();
     BUILT
@@ -58,14 +59,12 @@ pub(crate) fn test_server_exe() -> PathBuf {
                 .and_then(Path::parent)
                 .expect("target/<profile>");
             let exe = profile.join("examples/mcp_test_server");
-            if !exe.exists() {
-                let status = std::process::Command::new(env!("CARGO"))
-                    .args(["build", "--example", "mcp_test_server"])
-                    .current_dir(repo())
-                    .status()
-                    .expect("cargo builds the test server");
-                assert!(status.success());
-            }
+            let status = std::process::Command::new(env!("CARGO"))
+                .args(["build", "--example", "mcp_test_server"])
+                .current_dir(repo())
+                .status()
+                .expect("cargo builds the test server");
+            assert!(status.success());
             exe
         })
         .clone()

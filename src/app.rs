@@ -9,13 +9,14 @@ use std::time::Duration;
 use tokio::net::TcpListener;
 
 mod backends;
+mod discovery;
 mod pipeline;
 
 pub use pipeline::approval_policies;
 
 use crate::agent::mcp_apps::McpApps;
 use crate::agent::Agent;
-use crate::http::{self, AppState, Discovery, McpDown, McpReport, Metrics, Readiness};
+use crate::http::{self, AppState, McpDown, McpReport, Metrics, Readiness};
 use crate::llm::{LlmError, ModelClients};
 use crate::session::{Resumable, RunLimits, Sessions, Shutdown, StreamBufferLimits};
 use crate::settings::{Settings, SettingsError, MCP_TOOL_SEPARATOR};
@@ -338,7 +339,7 @@ fn assemble(
             )
         })
         .collect();
-    let discovery = Arc::new(Discovery::new(settings, &registered_tools));
+    let discovery = Arc::new(discovery::discovery(settings, &registered_tools));
     let shutdown = Shutdown::new();
     // Each agent's provider and model label its metrics: from configuration only, so the
     // series stay bounded.

@@ -1,0 +1,293 @@
+//! What the discovery routes answer (`http::discovery`), computed once from the settings: the
+//! agent list, and each agent's AG-UI `AgentCapabilities` (its tools, state, human-in-the-loop,
+//! transport and this server's own declarations under `custom`).
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+use serde_json::{json, Map, Value};
+
+use crate::http::Discovery;
+use crate::protocol::{
+    AgentCapabilities, ExecutionCapabilities, HumanInTheLoopCapabilities, IdentityCapabilities,
+    MultiAgentCapabilities, MultimodalCapabilities, MultimodalInputCapabilities,
+    ReasoningCapabilities, StateCapabilities, Tool, ToolsCapabilities, TransportCapabilities,
+};
+use crate::settings::{
+    AgentSettings, ApprovalPolicySetting, FixedApproval, OnDisconnect, Settings, ToolKindSettings,
+    ToolSettings,
+};
+
+/// The key of this server's own declarations under `capabilities.custom`.
+const CUSTOM_KEY: &str = "agui-host";
+
+/// One entry of `GET /agents`.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct AgentEntry<'a> {
+    name: &'a str,
+    /// Where to POST a `RunAgentInput`.
+    route: String,
+    capabilities: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    description: Option<&'a str>,
+    /// Also served on `POST /`.
+    default: bool,
+    /// The model profile it calls (`default`: `[llm]`), its provider and model; never a key
+    /// or a URL.
+    profile: &'a str,
+    provider: &'static str,
+    model: String,
+}
+
+/// Both discovery answers from the settings. `extra_tools` are the Rust tools registered on an
+/// agent beside its configured ones.
+pub(super) fn discovery(
+    settings: &Settings,
+    extra_tools: &BTreeMap<String, Vec<Tool>>,
+) -> Discovery {
+    let entries: Vec<AgentEntry<'_>> = settings
+        .agents
+        .iter()
+        .map(|(name, agent)| {
+            let llm = settings
+                .model_profile(agent.profile.as_deref())
+                .unwrap_or_else(|| settings.llm.clone());
+            AgentEntry {
+                name,
+                route: format!("/{name}"),
+                capabilities: format!("/{name}/capabilities"),
+                description: agent.description.as_deref(),
+                default: *name == settings.default_agent,
+                profile: agent
+                    .profile
+                    .as_deref()
+                    .unwrap_or(crate::settings::DEFAULT_PROFILE),
+                provider: llm.effective_provider().as_str(),
+                model: agent
+                    .model
+                    .clone()
+                    .unwrap_or_else(|| llm.served_model().to_owned()),
+            }
+        })
+        .collect();
+    let agents = json!({ "defaultAgent": settings.default_agent, "agents": entries });
+    let run_deadline_secs = settings.server.limits.run_deadline_secs;
+    // Runs are logged for reconnects exactly when there is a thread store (`app::backends`).
+    let resumable = settings.threads.store != crate::settings::ThreadStoreKind::Off;
+    let disconnect = on_disconnect(settings.runs.on_disconnect, resumable);
+    let capabilities = settings
+        .agents
+        .iter()
+        .map(|(name, agent)| {
+            let extra = extra_tools.get(name).map(Vec::as_slice).unwrap_or_default();
+            let mut capabilities =
+                agent_capabilities(name, agent, extra, run_deadline_secs, resumable);
+            let custom = capabilities.custom.get_or_insert_with(Map::new);
+            if let Value::Object(ours) = custom
+                .entry(CUSTOM_KEY.to_owned())
+                .or_insert_with(|| Value::Object(Map::new()))
+            {
+                ours.insert("onDisconnect".into(), disconnect.clone());
+            }
+            (name.clone(), capabilities)
+        })
+        .collect();
+    Discovery::new(agents, capabilities)
+}
+
+fn agent_capabilities(
+    name: &str,
+    agent: &AgentSettings,
+    extra_tools: &[Tool],
+    run_deadline_secs: f64,
+    resumable: bool,
+) -> AgentCapabilities {
+    AgentCapabilities {
+        identity: Some(IdentityCapabilities {
+            name: Some(name.to_owned()),
+            kind: Some("agui-host".to_owned()),
+            description: agent.description.clone(),
+            version: Some(env!("CARGO_PKG_VERSION").to_owned()),
+        }),
+        // SSE only; resumable: `GET /<agent>/runs/<runId>/events` with `Last-Event-ID`.
+        transport: Some(TransportCapabilities {
+            streaming: Some(true),
+            websocket: Some(false),
+            http_binary: Some(false),
+            push_notifications: Some(false),
+            resumable: Some(resumable),
+        }),
+        tools: Some(ToolsCapabilities {
+            supported: Some(true),
+            items: Some(server_tools(agent, extra_tools)),
+            // The server tools of one model turn run concurrently.
+            parallel_calls: Some(true),
+            client_provided: Some(true),
+        }),
+        state: Some(state_capabilities(agent)),
+        multi_agent: Some(MultiAgentCapabilities {
+            supported: Some(false),
+        }),
+        // Whatever reasoning the model streams is passed on as REASONING_* events.
+        reasoning: Some(ReasoningCapabilities {
+            supported: Some(true),
+            streaming: Some(true),
+            encrypted: None,
+        }),
+        multimodal: Some(MultimodalCapabilities {
+            input: Some(multimodal_input()),
+        }),
+        execution: Some(ExecutionCapabilities {
+            code_execution: Some(false),
+            max_iterations: Some(agent.max_iterations),
+            max_execution_time: (run_deadline_secs > 0.0)
+                .then(|| (run_deadline_secs * 1000.0).round() as u64),
+        }),
+        human_in_the_loop: Some(human_in_the_loop(agent)),
+        custom: custom(agent),
+    }
+}
+
+/// The configured tools, then the registered ones, as the model sees them.
+fn server_tools(agent: &AgentSettings, extra_tools: &[Tool]) -> Vec<Tool> {
+    let configured = agent.tools.iter().map(|tool| Tool {
+        name: tool.name.clone(),
+        description: tool.description.clone(),
+        parameters: Some(
+            tool.parameters
+                .clone()
+                .unwrap_or_else(|| json!({"type": "object", "properties": {}})),
+        ),
+        metadata: None,
+    });
+    configured.chain(extra_tools.iter().cloned()).collect()
+}
+
+/// Image parts reach the model as image content; audio, video and documents only as a text
+/// placeholder naming them, which is not processing them.
+fn multimodal_input() -> MultimodalInputCapabilities {
+    MultimodalInputCapabilities {
+        image: Some(true),
+        audio: Some(false),
+        video: Some(false),
+        pdf: Some(false),
+        file: Some(false),
+    }
+}
+
+/// Whether the agent itself writes the shared state (the client's state is always accepted).
+fn state_capabilities(agent: &AgentSettings) -> StateCapabilities {
+    let tool_writes_state = agent.tools.iter().any(|tool| match &tool.kind {
+        ToolKindSettings::Static { state, .. } => state.is_some(),
+        ToolKindSettings::State { .. } => true,
+        ToolKindSettings::Http { envelope, .. } => *envelope,
+        ToolKindSettings::Input { .. } => false,
+    });
+    let writes = tool_writes_state
+        || !agent.state.from_tools.is_empty()
+        || !agent.predict_state.is_empty()
+        || agent.status.enabled;
+    let fills_defaults = agent.state.fill_defaults && agent.state.schema.is_some();
+    StateCapabilities {
+        snapshots: Some(writes || fills_defaults),
+        deltas: Some(writes),
+        memory: Some(false),
+        // The client sends the state with every run; the server keeps none between runs.
+        persistent_state: Some(false),
+    }
+}
+
+fn needs_approval(policy: &ApprovalPolicySetting) -> bool {
+    !matches!(
+        policy,
+        ApprovalPolicySetting::Unset | ApprovalPolicySetting::Fixed(FixedApproval::Never)
+    )
+}
+
+fn is_input_tool(tool: &ToolSettings) -> bool {
+    matches!(tool.kind, ToolKindSettings::Input { .. })
+}
+
+fn human_in_the_loop(agent: &AgentSettings) -> HumanInTheLoopCapabilities {
+    let approvals = agent
+        .tools
+        .iter()
+        .any(|tool| needs_approval(&tool.approval));
+    let edits = agent
+        .tools
+        .iter()
+        .any(|tool| needs_approval(&tool.approval) && tool.allow_edit);
+    let asks_for_input = agent.tools.iter().any(is_input_tool);
+    HumanInTheLoopCapabilities {
+        // Client tools always reach the model, so a frontend can always ask its user.
+        supported: Some(true),
+        approvals: Some(approvals),
+        interrupts: Some(approvals || asks_for_input),
+        approve_with_edits: Some(edits),
+    }
+}
+
+/// What AG-UI has no field for: the state schema, the predictive state keys and the tools that
+/// wait for approval, under `custom["agui-host"]`.
+/// What a run does when its client disconnects, and how a request asks otherwise:
+/// `{"default": "cancel" | "continue", "requestHeader"?, "forwardedProp"?}`.
+fn on_disconnect(policy: OnDisconnect, resumable: bool) -> Value {
+    match (policy, resumable) {
+        (OnDisconnect::Continue, true) => json!({"default": "continue"}),
+        (OnDisconnect::Auto, true) => json!({
+            "default": "cancel",
+            "requestHeader": "X-AGUI-On-Disconnect: continue",
+            "forwardedProp": "aguiHost.onDisconnect = \"continue\"",
+        }),
+        // Without a log nothing could resume the run: it always ends with its connection.
+        _ => json!({"default": "cancel"}),
+    }
+}
+
+fn custom(agent: &AgentSettings) -> Option<Map<String, Value>> {
+    let mut ours = Map::new();
+    if let Some(schema) = &agent.state.schema {
+        ours.insert("stateSchema".into(), schema.clone());
+    }
+    if !agent.predict_state.is_empty() {
+        let keys: Map<String, Value> = agent
+            .predict_state
+            .iter()
+            .map(|(key, rule)| {
+                let rule = json!({"tool": rule.tool, "toolArgument": rule.tool_argument});
+                (key.clone(), rule)
+            })
+            .collect();
+        ours.insert("predictState".into(), Value::Object(keys));
+    }
+    let approval_tools: Vec<Value> = agent
+        .tools
+        .iter()
+        .filter(|tool| needs_approval(&tool.approval))
+        .map(|tool| {
+            let when = match &tool.approval {
+                ApprovalPolicySetting::When { when } => json!({ "when": when }),
+                _ => json!("always"),
+            };
+            json!({"name": tool.name, "approval": when, "allowEdit": tool.allow_edit})
+        })
+        .collect();
+    if !approval_tools.is_empty() {
+        ours.insert("approvalTools".into(), Value::Array(approval_tools));
+    }
+    let input_tools: Vec<Value> = agent
+        .tools
+        .iter()
+        .filter_map(|tool| match &tool.kind {
+            ToolKindSettings::Input {
+                response_schema, ..
+            } => Some(json!({"name": tool.name, "responseSchema": response_schema})),
+            _ => None,
+        })
+        .collect();
+    if !input_tools.is_empty() {
+        ours.insert("inputTools".into(), Value::Array(input_tools));
+    }
+    (!ours.is_empty()).then(|| Map::from_iter([(CUSTOM_KEY.to_owned(), Value::Object(ours))]))
+}

@@ -281,6 +281,9 @@ describe("CopilotKit example in Chromium", () => {
    * A fresh page (its own CopilotKit thread) that fails the test on any page error, console
    * error, or request that leaves loopback.
    */
+  /** Each page's open requests to the runtime (see openPage). */
+  const pendingRuntimeRequests = new WeakMap();
+
   async function openPage(t, at = "/") {
     const context = await browser.newContext({ viewport: { width: 1000, height: 640 }, deviceScaleFactor: 1 });
     const page = await context.newPage();
@@ -295,6 +298,15 @@ describe("CopilotKit example in Chromium", () => {
         problems.push(`request off loopback: ${req.method()} ${req.url()}`);
       }
     });
+    // The page's requests to the runtime still open: a restart waits for them (see
+    // restartExampleServer).
+    const open = new Set();
+    page.on("request", (req) => {
+      if (new URL(req.url()).pathname.startsWith("/api/")) open.add(req);
+    });
+    page.on("requestfinished", (req) => open.delete(req));
+    page.on("requestfailed", (req) => open.delete(req));
+    pendingRuntimeRequests.set(page, open);
     await page.addInitScript(recordRecipeFrames);
     t.after(async () => {
       await context.close();
@@ -314,8 +326,17 @@ describe("CopilotKit example in Chromium", () => {
     await page.getByTestId("copilot-chat-textarea").waitFor();
   }
 
-  /** Stops server.mjs (the CopilotKit runtime, and all it kept in memory) and starts it again. */
-  async function restartExampleServer() {
+  /**
+   * Stops server.mjs (the CopilotKit runtime, and all it kept in memory) and starts it again,
+   * once `page` has no request to it open: a page shows a reloaded conversation a moment
+   * before its connect response has ended, and a restart cutting that response would be a
+   * network error of the test's own making.
+   */
+  async function restartExampleServer(page) {
+    const open = pendingRuntimeRequests.get(page);
+    const deadline = Date.now() + 10_000;
+    while (open.size > 0 && Date.now() < deadline) await sleep(20);
+    assert.equal(open.size, 0, `requests to the runtime still open: ${[...open].map((r) => r.url())}`);
     const { port } = new URL(example.url);
     await example.stop();
     example = await startExampleServer(proxy.url, Number(port));
@@ -598,7 +619,7 @@ describe("CopilotKit example in Chromium", () => {
     await shot(page, "restore-1-reloaded");
 
     // The runtime's memory is gone; only agui-host still has the thread.
-    await restartExampleServer();
+    await restartExampleServer(page);
     await reloadPage(page);
     await expectApprovedRunShown(page);
     await shot(page, "restore-2-runtime-restarted");

@@ -34,6 +34,29 @@ async fn closed_within(socket: &mut TcpStream, within: Duration) -> Option<Durat
     closed.ok().map(|()| start.elapsed())
 }
 
+/// A whole HTTP/1.1 request for a run, asking the server to close after its answer.
+fn a_run_request() -> Vec<u8> {
+    let body = serde_json::to_vec(&input(vec![user("hi")])).unwrap();
+    let head = format!(
+        "POST / HTTP/1.1\r\nhost: localhost\r\ncontent-type: application/json\r\n\
+         content-length: {}\r\nconnection: close\r\n\r\n",
+        body.len()
+    );
+    [head.into_bytes(), body].concat()
+}
+
+/// Reads the answer to [`a_run_request`] to its end: a 200 whose stream finished the run.
+async fn assert_the_run_is_answered(socket: &mut TcpStream) {
+    let mut answer = Vec::new();
+    tokio::time::timeout(Duration::from_secs(10), socket.read_to_end(&mut answer))
+        .await
+        .expect("the answer ends")
+        .expect("the answer is read");
+    let answer = String::from_utf8_lossy(&answer);
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    assert!(answer.contains("RUN_FINISHED"), "{answer}");
+}
+
 #[tokio::test]
 async fn a_connection_that_asks_for_nothing_is_closed_after_the_header_read_timeout() {
     let app = spawn_app(|s| s.server.limits.header_read_timeout_secs = 1.0).await;
@@ -69,24 +92,10 @@ async fn a_connection_that_sent_its_request_is_not_cut_by_the_timeout() {
         crate::fake_llm::chunks::text_reply(&["Hi."]),
     ));
     let mut socket = connect(&app).await;
-    let body = serde_json::to_vec(&input(vec![user("hi")])).unwrap();
-    let head = format!(
-        "POST / HTTP/1.1\r\nhost: localhost\r\ncontent-type: application/json\r\n\
-         content-length: {}\r\nconnection: close\r\n\r\n",
-        body.len()
-    );
-    socket.write_all(head.as_bytes()).await.unwrap();
-    socket.write_all(&body).await.unwrap();
+    socket.write_all(&a_run_request()).await.unwrap();
     // Let the deadline pass while the answer is read.
     tokio::time::sleep(Duration::from_secs(1)).await;
-    let mut answer = Vec::new();
-    tokio::time::timeout(Duration::from_secs(10), socket.read_to_end(&mut answer))
-        .await
-        .expect("the answer ends")
-        .expect("the answer is read");
-    let answer = String::from_utf8_lossy(&answer);
-    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
-    assert!(answer.contains("RUN_FINISHED"), "{answer}");
+    assert_the_run_is_answered(&mut socket).await;
 }
 
 /// The server tells HTTP/1 from HTTP/2 by the first bytes: a request that starts like the
@@ -100,17 +109,7 @@ async fn a_request_that_starts_like_the_http2_preface_and_comes_in_pieces_is_ser
     ));
     let mut socket = connect(&app).await;
     socket.set_nodelay(true).unwrap();
-    let body = serde_json::to_vec(&input(vec![user("hi")])).unwrap();
-    let request = [
-        format!(
-            "POST / HTTP/1.1\r\nhost: localhost\r\ncontent-type: application/json\r\n\
-             content-length: {}\r\nconnection: close\r\n\r\n",
-            body.len()
-        )
-        .into_bytes(),
-        body,
-    ]
-    .concat();
+    let request = a_run_request();
     for piece in [
         &request[..1],
         &request[1..3],
@@ -120,14 +119,7 @@ async fn a_request_that_starts_like_the_http2_preface_and_comes_in_pieces_is_ser
         socket.write_all(piece).await.unwrap();
         tokio::time::sleep(Duration::from_millis(30)).await;
     }
-    let mut answer = Vec::new();
-    tokio::time::timeout(Duration::from_secs(10), socket.read_to_end(&mut answer))
-        .await
-        .expect("the answer ends")
-        .expect("the answer is read");
-    let answer = String::from_utf8_lossy(&answer);
-    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
-    assert!(answer.contains("RUN_FINISHED"), "{answer}");
+    assert_the_run_is_answered(&mut socket).await;
 }
 
 #[tokio::test]

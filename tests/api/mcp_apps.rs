@@ -78,6 +78,29 @@ fn assert_app_activity(events: &[Value]) {
 }
 
 /// The client declares the UI extension, so servers may give their tools an app.
+/// The thread's next turn: `history` sent as run `r2` in `shape` (`input` or `input_0x`), the
+/// model answering `reply`; it must finish. Its events.
+async fn next_turn(
+    app: &TestApp,
+    shape: fn(Vec<Value>) -> Value,
+    history: Vec<Value>,
+    reply: &str,
+) -> Vec<Value> {
+    app.fake.push(crate::fake_llm::Reply::Sse(
+        crate::fake_llm::chunks::text_reply(&[reply]),
+    ));
+    let mut body = shape(history);
+    body["runId"] = json!("r2");
+    let events = app.run_events("/", &body).await;
+    assert_eq!(
+        last(&events)["type"],
+        "RUN_FINISHED",
+        "{:?}",
+        types(&events)
+    );
+    events
+}
+
 #[tokio::test]
 async fn the_client_declares_the_ui_extension() {
     let mcp = weather_app(|_| {}).await;
@@ -271,19 +294,8 @@ async fn an_apps_tool_call_is_answered_and_leaves_the_thread_untouched_and_free(
     // The lease is free: a normal turn right after runs.
     let mut history: Vec<Value> = after["messages"].as_array().unwrap().clone();
     history.push(user("Thanks"));
-    app.fake.push(crate::fake_llm::Reply::Sse(
-        crate::fake_llm::chunks::text_reply(&["You're welcome."]),
-    ));
-    let mut body = input(history);
-    body["runId"] = json!("r2");
-    let events = app.run_events("/", &body).await;
+    let events = next_turn(app, input, history, "You're welcome.").await;
     assert_well_formed(&events);
-    assert_eq!(
-        last(&events)["type"],
-        "RUN_FINISHED",
-        "{:?}",
-        types(&events)
-    );
     mcp.shut_down().await;
 }
 
@@ -471,19 +483,8 @@ async fn the_app_activity_is_kept_in_the_thread_over_the_next_run() {
         .cloned()
         .collect();
     history.push(user("And tomorrow?"));
-    app.fake.push(crate::fake_llm::Reply::Sse(
-        crate::fake_llm::chunks::text_reply(&["Sunny too."]),
-    ));
-    let mut body = input(history);
-    body["runId"] = json!("r2");
-    let events = app.run_events("/", &body).await;
+    let events = next_turn(app, input, history, "Sunny too.").await;
     assert_well_formed(&events);
-    assert_eq!(
-        last(&events)["type"],
-        "RUN_FINISHED",
-        "{:?}",
-        types(&events)
-    );
     assert_eq!(activities(&thread(app).await), kept);
     mcp.shut_down().await;
 }
@@ -525,19 +526,8 @@ async fn a_0x_client_that_sends_the_activity_back_goes_on() {
     let mut history: Vec<Value> = thread(app).await["messages"].as_array().unwrap().clone();
     assert!(history.iter().any(|m| m["role"] == "activity"));
     history.push(user("And tomorrow?"));
-    app.fake.push(crate::fake_llm::Reply::Sse(
-        crate::fake_llm::chunks::text_reply(&["Sunny too."]),
-    ));
-    let mut body = input_0x(history);
-    body["runId"] = json!("r2");
-    let events = app.run_events("/", &body).await;
+    let events = next_turn(app, input_0x, history, "Sunny too.").await;
     assert_0x_compatible(&events);
-    assert_eq!(
-        last(&events)["type"],
-        "RUN_FINISHED",
-        "{:?}",
-        types(&events)
-    );
     let upstream = app.upstream_bodies();
     let roles = roles(upstream.last().unwrap());
     assert!(!roles.contains(&"activity"), "{roles:?}");

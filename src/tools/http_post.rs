@@ -8,6 +8,12 @@
 //! answered again after a lost response without a thread store, a retried run). The key is a
 //! digest rather than the ids joined, since ids are client and model strings: joined, two
 //! users on one thread id with a reused call id, or ids holding the separator, would share it.
+//!
+//! A long call can report its progress: a service that answers `application/x-ndjson` sends one
+//! JSON object per line, `{"progress": n, "total"?: n, "message"?: "..."}` while it works, and
+//! the answer (as it would send it whole) on the last line. Each report reaches the run as the
+//! call's progress (an AG-UI activity, see `agent::chat::activities`); a line that is neither is
+//! a tool error, and the whole stream is bounded as one answer is.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -17,10 +23,13 @@ use futures_util::FutureExt;
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 use serde_json::Value;
 
-use super::{StateUpdate, Tool, ToolContext, ToolDefinition, ToolError, ToolOutput};
+use super::{StateUpdate, Tool, ToolContext, ToolDefinition, ToolError, ToolOutput, ToolProgress};
 
 /// Largest answer read from the service; a tool result is for a model's context window.
 const MAX_ANSWER_BYTES: usize = 1024 * 1024;
+
+/// The media type of an answer that reports progress before it (see the module docs).
+const PROGRESS_STREAM: &str = "application/x-ndjson";
 
 pub struct HttpPostTool {
     definition: ToolDefinition,
@@ -86,6 +95,10 @@ impl HttpPostTool {
             .post(self.url.clone())
             .header("idempotency-key", header_value(&context.idempotency_key()))
             .header("x-tool-call-id", header_value(&context.tool_call_id))
+            .header(
+                reqwest::header::ACCEPT,
+                HeaderValue::from_static("application/json, application/x-ndjson"),
+            )
             .json(&arguments)
             .send()
             .await
@@ -103,19 +116,34 @@ impl HttpPostTool {
                 status.as_u16()
             )));
         }
+        let streams_progress = response
+            .headers()
+            .get(reqwest::header::CONTENT_TYPE)
+            .and_then(|value| value.to_str().ok())
+            .is_some_and(|value| value.trim_start().starts_with(PROGRESS_STREAM));
+        let mut progress =
+            streams_progress.then(|| ProgressLines::new(&self.definition.name, &context));
         let mut body = Vec::new();
         let mut response = response;
+        let mut read = 0;
         while let Some(chunk) = response
             .chunk()
             .await
             .map_err(|_| ToolError::Failed("the service's answer was cut off".into()))?
         {
-            if body.len() + chunk.len() > MAX_ANSWER_BYTES {
+            read += chunk.len();
+            if read > MAX_ANSWER_BYTES {
                 return Err(ToolError::Failed(
                     "the service's answer is too large".into(),
                 ));
             }
             body.extend_from_slice(&chunk);
+            if let Some(progress) = progress.as_mut() {
+                progress.take_reports(&mut body)?;
+            }
+        }
+        if let Some(progress) = progress.as_mut() {
+            progress.take_answer(&mut body)?;
         }
         let answer: Value = match serde_json::from_slice(&body) {
             Ok(value) => value,
@@ -140,6 +168,83 @@ impl HttpPostTool {
             state,
             activity: None,
         })
+    }
+}
+
+/// The progress reports of an answer that streams them: every complete line but the last is a
+/// report, sent on as the call's progress; the last is the answer.
+struct ProgressLines {
+    tool_call_id: String,
+    tool_name: String,
+    sender: Option<tokio::sync::mpsc::Sender<ToolProgress>>,
+    /// The last complete line, held until a later one shows it was not the answer.
+    held: Option<Vec<u8>>,
+}
+
+impl ProgressLines {
+    fn new(tool_name: &str, context: &ToolContext) -> Self {
+        ProgressLines {
+            tool_call_id: context.tool_call_id.clone(),
+            tool_name: tool_name.to_owned(),
+            sender: context.progress.clone(),
+            held: None,
+        }
+    }
+
+    /// Takes the complete lines off the front of `body`, sending each one that a later line
+    /// follows as a report; the last stays held (it may be the answer).
+    fn take_reports(&mut self, body: &mut Vec<u8>) -> Result<(), ToolError> {
+        while let Some(end) = body.iter().position(|&byte| byte == b'\n') {
+            let line: Vec<u8> = body.drain(..=end).collect();
+            if line.trim_ascii().is_empty() {
+                continue;
+            }
+            if let Some(previous) = self.held.replace(line) {
+                self.report(&previous)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Leaves the answer in `body`: what follows the last line break, or else the held line.
+    fn take_answer(&mut self, body: &mut Vec<u8>) -> Result<(), ToolError> {
+        let held = self.held.take();
+        if body.trim_ascii().is_empty() {
+            *body = held.unwrap_or_default();
+        } else if let Some(report) = held {
+            self.report(&report)?;
+        }
+        Ok(())
+    }
+
+    fn report(&self, line: &[u8]) -> Result<(), ToolError> {
+        let not_a_report = || {
+            ToolError::Failed(
+                "the service's progress stream has a line that is not a progress report \
+                 ({\"progress\": n, \"total\"?: n, \"message\"?: \"...\"}) before its answer"
+                    .into(),
+            )
+        };
+        let report: Value = serde_json::from_slice(line).map_err(|_| not_a_report())?;
+        let progress = report
+            .get("progress")
+            .and_then(Value::as_f64)
+            .ok_or_else(not_a_report)?;
+        let Some(sender) = &self.sender else {
+            return Ok(());
+        };
+        // Progress is advisory: a report that does not fit is dropped.
+        let _ = sender.try_send(ToolProgress {
+            tool_call_id: self.tool_call_id.clone(),
+            tool_name: self.tool_name.clone(),
+            progress,
+            total: report.get("total").and_then(Value::as_f64),
+            message: report
+                .get("message")
+                .and_then(Value::as_str)
+                .map(|message| message.chars().take(500).collect()),
+        });
+        Ok(())
     }
 }
 
@@ -174,6 +279,64 @@ fn header_value(text: &str) -> HeaderValue {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn context(sender: tokio::sync::mpsc::Sender<ToolProgress>) -> ToolContext {
+        ToolContext {
+            scope: "s".into(),
+            agent: "a".into(),
+            thread_id: "t".into(),
+            run_id: "r".into(),
+            tool_call_id: "call_1".into(),
+            state: None,
+            progress: Some(sender),
+            input: None,
+        }
+    }
+
+    /// Feeds `chunks` as they would arrive; the answer left, and the progress values sent.
+    fn split(chunks: &[&str]) -> (Result<String, ToolError>, Vec<f64>) {
+        let (sender, mut receiver) = tokio::sync::mpsc::channel(16);
+        let mut lines = ProgressLines::new("report", &context(sender));
+        let mut body = Vec::new();
+        let result = (|| {
+            for chunk in chunks {
+                body.extend_from_slice(chunk.as_bytes());
+                lines.take_reports(&mut body)?;
+            }
+            lines.take_answer(&mut body)?;
+            Ok(String::from_utf8(body.clone()).unwrap())
+        })();
+        let mut sent = Vec::new();
+        while let Ok(report) = receiver.try_recv() {
+            sent.push(report.progress);
+        }
+        (result, sent)
+    }
+
+    #[test]
+    fn a_progress_stream_splits_into_reports_and_the_answer_however_it_is_cut() {
+        let (answer, sent) = split(&[
+            "{\"progress\": 1}\n{\"progr",
+            "ess\": 2}\n\n{\"ok\": true}\n",
+        ]);
+        assert_eq!(answer.unwrap().trim(), r#"{"ok": true}"#);
+        assert_eq!(sent, [1.0, 2.0]);
+        // The answer without a last line break, and a lone answer.
+        let (answer, sent) = split(&["{\"progress\": 1}\n{\"ok\": 1}"]);
+        assert_eq!(answer.unwrap(), r#"{"ok": 1}"#);
+        assert_eq!(sent, [1.0]);
+        let (answer, sent) = split(&["{\"ok\": 1}\n"]);
+        assert_eq!(answer.unwrap().trim(), r#"{"ok": 1}"#);
+        assert!(sent.is_empty());
+    }
+
+    #[test]
+    fn a_line_that_is_no_report_before_the_answer_is_an_error() {
+        let (answer, _) = split(&["{\"progress\": \"half\"}\n{\"ok\": 1}\n"]);
+        assert!(matches!(answer, Err(ToolError::Failed(_))));
+        let (answer, _) = split(&["not json\n{\"ok\": 1}"]);
+        assert!(matches!(answer, Err(ToolError::Failed(_))));
+    }
 
     #[test]
     fn ids_become_header_values_without_loss() {

@@ -194,3 +194,108 @@ async fn the_activity_is_kept_in_the_thread_over_the_runs_that_follow() {
     }
     mcp.shut_down().await;
 }
+
+/// An `http` tool whose service answers `application/x-ndjson`: `lines` one after another,
+/// `pause` apart.
+async fn ndjson_service(lines: Vec<Value>, pause: std::time::Duration) -> String {
+    use axum::body::Body;
+    use axum::response::Response;
+    use futures_util::StreamExt;
+    let lines = std::sync::Arc::new(lines);
+    let router = axum::Router::new().route(
+        "/tool",
+        axum::routing::post(move || {
+            let lines = lines.clone();
+            async move {
+                let chunks = futures_util::stream::iter(lines.iter().cloned().collect::<Vec<_>>())
+                    .then(move |line| async move {
+                        tokio::time::sleep(pause).await;
+                        Ok::<_, std::io::Error>(format!("{line}\n"))
+                    });
+                Response::builder()
+                    .header("content-type", "application/x-ndjson")
+                    .body(Body::from_stream(chunks))
+                    .unwrap()
+            }
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let address = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, router).await });
+    format!("http://{address}/tool")
+}
+
+async fn http_progress_run(lines: Vec<Value>) -> Vec<Value> {
+    use agui_host::settings::{ToolKindSettings, ToolSettings};
+    let url = ndjson_service(lines, std::time::Duration::from_millis(150)).await;
+    let app = spawn_app(|s| {
+        s.agents
+            .get_mut("assistant")
+            .unwrap()
+            .tools
+            .push(ToolSettings {
+                name: "report".into(),
+                description: "Builds the report.".into(),
+                parameters: Some(json!({"type": "object"})),
+                approval: Default::default(),
+                allow_edit: false,
+                approval_message: None,
+                kind: ToolKindSettings::Http {
+                    url,
+                    headers_from_env: Default::default(),
+                    timeout_secs: 10,
+                    envelope: false,
+                },
+            });
+    })
+    .await;
+    app.fake
+        .push_call_then_text(("call_1", "report", "{}"), "Done.");
+    let events = app.run_events("/", &input(vec![user("The report?")])).await;
+    assert_well_formed(&events);
+    events
+}
+
+/// A service's progress lines reach the client as the call's activity, ended as completed
+/// before the result, which is the stream's last line.
+#[tokio::test]
+async fn an_http_tools_streamed_progress_is_an_activity_and_its_last_line_the_result() {
+    let events = http_progress_run(vec![
+        json!({"progress": 1, "total": 3, "message": "fetching"}),
+        json!({"progress": 2, "total": 3}),
+        json!({"progress": 3, "total": 3, "message": "writing"}),
+        json!({"pages": 12}),
+    ])
+    .await;
+    assert_eq!(
+        activity_content(&events, "act_call_1"),
+        json!({"toolCallId": "call_1", "tool": "report", "status": "completed",
+               "progress": 3.0, "total": 3.0, "message": "writing"})
+    );
+    let result = events
+        .iter()
+        .find(|e| e["type"] == "TOOL_CALL_RESULT")
+        .expect("a result");
+    assert_eq!(result["content"], r#"{"pages":12}"#);
+    let position = |ty: &str| events.iter().rposition(|e| e["type"] == ty).unwrap();
+    assert!(position("ACTIVITY_DELTA") < position("TOOL_CALL_RESULT"));
+}
+
+/// A line that is no progress report before the answer fails the call, and the activity says
+/// so.
+#[tokio::test]
+async fn an_http_tools_stream_with_a_line_that_is_no_report_fails_the_call() {
+    let events = http_progress_run(vec![
+        json!({"progress": 1, "total": 2}),
+        json!({"note": "not a report"}),
+        json!({"pages": 12}),
+    ])
+    .await;
+    assert_eq!(activity_content(&events, "act_call_1")["status"], "failed");
+    let result = events
+        .iter()
+        .find(|e| e["type"] == "TOOL_CALL_RESULT")
+        .expect("a result");
+    let content = result["content"].as_str().unwrap();
+    assert!(content.contains("not a progress report"), "{content}");
+}

@@ -289,5 +289,19 @@ fn custom(agent: &AgentSettings) -> Option<Map<String, Value>> {
     if !input_tools.is_empty() {
         ours.insert("inputTools".into(), Value::Array(input_tools));
     }
+    // What a renderer may meet: the activity types this agent's runs can carry (an agent
+    // without server tools carries none).
+    let mut activities = Vec::new();
+    let has_server_tools = !agent.tools.is_empty() || !agent.mcp_servers.is_empty();
+    if agent.tool_activities && has_server_tools {
+        activities.push(json!("agui-host.tool"));
+    }
+    if !agent.mcp_servers.is_empty() {
+        // Sent after a call of an MCP tool with a UI resource; its requests are answered here.
+        activities.push(json!("mcp-apps"));
+    }
+    if !activities.is_empty() {
+        ours.insert("activityTypes".into(), Value::Array(activities));
+    }
     (!ours.is_empty()).then(|| Map::from_iter([(CUSTOM_KEY.to_owned(), Value::Object(ours))]))
 }

@@ -541,3 +541,39 @@ async fn a_0x_client_that_sends_the_activity_back_goes_on() {
     assert_eq!(kept, 1, "{after}");
     mcp.shut_down().await;
 }
+
+/// The capabilities name the activity types a renderer may meet on this agent's runs: tool
+/// progress, and MCP Apps for an agent with MCP servers; an agent may turn progress off.
+#[tokio::test]
+async fn capabilities_name_the_activity_types_of_an_agent_with_mcp_servers() {
+    let mcp = weather_app(|_| {}).await;
+    let capabilities: Value = mcp
+        .app
+        .get("/assistant/capabilities")
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(
+        capabilities["custom"]["agui-host"]["activityTypes"],
+        json!(["agui-host.tool", "mcp-apps"]),
+        "{capabilities}"
+    );
+    mcp.shut_down().await;
+    let quiet = weather_app(|s| {
+        s.agents.get_mut("assistant").unwrap().tool_activities = false;
+    })
+    .await;
+    let capabilities: Value = quiet
+        .app
+        .get("/assistant/capabilities")
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(
+        capabilities["custom"]["agui-host"]["activityTypes"],
+        json!(["mcp-apps"])
+    );
+    quiet.shut_down().await;
+}

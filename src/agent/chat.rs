@@ -238,23 +238,6 @@ impl Drop for RunState {
     }
 }
 
-/// The provider and model an agent's model calls name.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct AgentModel {
-    pub provider: &'static str,
-    pub model: String,
-}
-
-/// The provider and model of an agent whose settings name `configured` (its `model`), else the
-/// client's default model: the one rule its runs, their spans and usage, and the metrics' labels
-/// follow.
-pub fn agent_model(llm: &LlmClient, configured: Option<&str>) -> AgentModel {
-    AgentModel {
-        provider: llm.provider_id(),
-        model: configured.map_or_else(|| llm.default_model().to_owned(), str::to_owned),
-    }
-}
-
 /// The state of one run between two polls.
 struct RunState {
     llm: LlmClient,
@@ -788,10 +771,12 @@ fn parse_arguments(text: &str) -> Result<Value, ToolError> {
 }
 
 mod activities;
+mod model;
 mod prompt;
 mod state_rules;
 mod turn;
 use activities::{next_progress, Ending, ToolActivities};
+pub use model::{agent_model, AgentModel};
 use turn::{Turn, TurnCall, TurnOutput, TurnUpdates};
 
 #[cfg(test)]

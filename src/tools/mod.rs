@@ -9,6 +9,7 @@
 //! A tool answers with a [`ToolOutput`]: the content the model (and the UI) sees, and optionally
 //! a [`StateUpdate`] for the shared state, like a LangGraph `Command(update=...)`.
 
+pub mod background;
 mod http_post;
 mod input_request;
 pub mod mcp;

@@ -698,6 +698,7 @@ fn validate_agent(name: &str, agent: &AgentSettings) -> Result<(), SettingsError
         }
     }
     agent.validate_mcp_servers(name)?;
+    agent.validate_background_tools(name)?;
     let mut seen = std::collections::BTreeSet::new();
     for tool in &agent.tools {
         if !seen.insert(tool.name.as_str()) {

@@ -68,6 +68,29 @@ pub struct AgentSettings {
     /// result. On by default; `status` can publish them into the shared state as well.
     #[serde(default = "default_tool_activities")]
     pub tool_activities: bool,
+    /// Background tasks (tools with `background = true`) of one thread, running or holding a
+    /// result its next run has not read yet; a call over the limit fails.
+    #[serde(default = "default_max_background_tasks_per_thread")]
+    pub max_background_tasks_per_thread: usize,
+    /// Background tasks of the agent in this process, counted the same way.
+    #[serde(default = "default_max_background_tasks")]
+    pub max_background_tasks: usize,
+    /// Longest a background task may run before it fails with a timeout (instead of
+    /// `tool_timeout_secs`).
+    #[serde(default = "default_background_timeout_secs")]
+    pub background_timeout_secs: u64,
+}
+
+fn default_max_background_tasks_per_thread() -> usize {
+    16
+}
+
+fn default_max_background_tasks() -> usize {
+    64
+}
+
+fn default_background_timeout_secs() -> u64 {
+    600
 }
 
 fn default_tool_activities() -> bool {
@@ -149,6 +172,10 @@ pub struct ToolSettings {
     /// The question shown to the person; `{arguments}` is replaced by the arguments as JSON.
     #[serde(default)]
     pub approval_message: Option<String>,
+    /// The call runs as a background task: the model gets a task handle at once, and the
+    /// result on the thread's next run (`docs/threads.md`, "Background tools").
+    #[serde(default)]
+    pub background: bool,
     #[serde(flatten)]
     pub kind: ToolKindSettings,
 }
@@ -348,6 +375,42 @@ impl McpServerSettings {
 }
 
 impl AgentSettings {
+    /// Checks the agent's background tools: a kind that can run unattended, no approval (a
+    /// person's decision would have to outlive the run), and limits that let one run.
+    pub(super) fn validate_background_tools(&self, agent: &str) -> Result<(), SettingsError> {
+        for tool in self.tools.iter().filter(|tool| tool.background) {
+            let at = format!("agents.{agent}.tools `{}`", tool.name);
+            let kind = match &tool.kind {
+                ToolKindSettings::Input { .. } => Some("an `input` tool asks the user"),
+                ToolKindSettings::State { .. } => Some("a `state` tool writes the run's state"),
+                _ => None,
+            };
+            if let Some(why) = kind {
+                return Err(SettingsError::Invalid(format!(
+                    "{at}: `background = true` does not apply: {why}, which needs the run it was called in"
+                )));
+            }
+            let unset = matches!(
+                tool.approval,
+                ApprovalPolicySetting::Unset | ApprovalPolicySetting::Fixed(FixedApproval::Never)
+            );
+            if !unset || tool.allow_edit {
+                return Err(SettingsError::Invalid(format!(
+                    "{at}: a background tool cannot wait for approval; remove `approval` or `background`"
+                )));
+            }
+            if self.max_background_tasks == 0
+                || self.max_background_tasks_per_thread == 0
+                || self.background_timeout_secs == 0
+            {
+                return Err(SettingsError::Invalid(format!(
+                    "agents.{agent}: max_background_tasks, max_background_tasks_per_thread and background_timeout_secs must be at least 1 for its background tools"
+                )));
+            }
+        }
+        Ok(())
+    }
+
     /// Checks the agent's MCP servers: valid and distinct names.
     pub(super) fn validate_mcp_servers(&self, agent: &str) -> Result<(), SettingsError> {
         let mut names = std::collections::BTreeSet::new();

@@ -37,6 +37,7 @@ const TOOL_KEYS: &[&str] = &[
     "approval",
     "allow_edit",
     "approval_message",
+    "background",
     "kind",
 ];
 

@@ -240,6 +240,7 @@ async fn http_progress_run(lines: Vec<Value>) -> Vec<Value> {
                 approval: Default::default(),
                 allow_edit: false,
                 approval_message: None,
+                background: false,
                 kind: ToolKindSettings::Http {
                     url,
                     headers_from_env: Default::default(),

@@ -160,6 +160,7 @@ fn http_tool(
         approval,
         allow_edit,
         approval_message: None,
+        background: false,
         kind: ToolKindSettings::Http {
             url: service.url(name),
             headers_from_env: Default::default(),

@@ -183,6 +183,7 @@ async fn the_state_command_prints_the_state_a_state_tool_set_and_the_next_run_se
             approval: Default::default(),
             allow_edit: false,
             approval_message: None,
+            background: false,
             kind: ToolKindSettings::State {
                 key: "recipe".into(),
                 argument: "recipe".into(),

@@ -67,6 +67,7 @@ pub(crate) fn static_tool(name: &str, result: Value) -> ToolSettings {
         approval: Default::default(),
         allow_edit: false,
         approval_message: None,
+        background: false,
         kind: ToolKindSettings::Static {
             result,
             state: None,

@@ -52,6 +52,7 @@ fn scheduler_tool() -> ToolSettings {
         approval: ApprovalPolicySetting::default(),
         allow_edit: false,
         approval_message: None,
+        background: false,
         kind: ToolKindSettings::Input {
             response_schema: slot_schema(),
             message: Some("When should we hold {topic}?".into()),
@@ -69,6 +70,7 @@ fn room_tool() -> ToolSettings {
         approval: ApprovalPolicySetting::default(),
         allow_edit: false,
         approval_message: None,
+        background: false,
         kind: ToolKindSettings::Input {
             response_schema: json!({"type": "object", "properties": {"room": {"enum": ["A", "B"]}}, "required": ["room"]}),
             message: None,

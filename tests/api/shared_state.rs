@@ -42,6 +42,7 @@ fn tool(name: &str, parameters: Value, kind: ToolKindSettings) -> ToolSettings {
         approval: Default::default(),
         allow_edit: false,
         approval_message: None,
+        background: false,
         kind,
     }
 }

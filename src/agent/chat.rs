@@ -56,6 +56,8 @@ pub struct ChatAgentConfig {
     pub rejected_message: String,
     /// Server tools' progress reports are sent as `ACTIVITY_*` events (`chat/activities.rs`).
     pub tool_activities: bool,
+    /// The tools whose calls run as background tasks, and those tasks (`chat/background.rs`).
+    pub background: tools::background::BackgroundTasks,
 }
 
 /// The base agent. Cheap to share: everything is behind `Arc` or `Clone`.
@@ -218,6 +220,7 @@ impl Agent for ChatAgent {
         let (provider, model) = state.provider_and_model();
         trace::record_agent_model(&state.run_span, provider, model);
         state.start_with_decisions(request.decisions);
+        state.deliver_background_results();
         Ok(stream::unfold(Box::new(state), RunState::next).boxed())
     }
 }
@@ -547,6 +550,10 @@ impl RunState {
                     continue;
                 }
             }
+            if self.config.background.runs(&call.name) {
+                running.push_back(self.start_in_background(call, parent_message_id.clone()));
+                continue;
+            }
             running.push_back(self.run_server_tool(call, None, Some(parent_message_id.clone())));
         }
         if running.is_empty() {
@@ -607,7 +614,11 @@ impl RunState {
             .sender
             .clone();
         let registered = self.server_tools.get(&call.name).cloned();
-        let timeout = self.config.tool_timeout;
+        let timeout = if self.config.background.runs(&call.name) {
+            self.config.background.timeout()
+        } else {
+            self.config.tool_timeout
+        };
         let context = ToolContext {
             scope: self.scope.clone(),
             agent: self.config.name.clone(),
@@ -771,6 +782,7 @@ fn parse_arguments(text: &str) -> Result<Value, ToolError> {
 }
 
 mod activities;
+mod background;
 mod model;
 mod prompt;
 mod state_rules;

@@ -296,6 +296,10 @@ fn custom(agent: &AgentSettings) -> Option<Map<String, Value>> {
     if agent.tool_activities && has_server_tools {
         activities.push(json!("agui-host.tool"));
     }
+    if agent.tools.iter().any(|tool| tool.background) {
+        // A background task's life: started in one run, its result in a later one.
+        activities.push(json!("agui-host.background"));
+    }
     if !agent.mcp_servers.is_empty() {
         // Sent after a call of an MCP tool with a UI resource; its requests are answered here.
         activities.push(json!("mcp-apps"));

@@ -29,6 +29,7 @@ use crate::agent::{Agent, ChatAgent, ChatAgentConfig};
 use crate::llm::LlmClient;
 use crate::settings::{AgentSettings, ToolKindSettings};
 use crate::state::{Argument, Coalescing};
+use crate::tools::background::{BackgroundLimits, BackgroundTasks};
 use crate::tools::{Tool, ToolRegistry, ToolSource};
 
 /// Builds the agent named `name` from its settings, with `extra_tools` registered after the
@@ -65,6 +66,7 @@ pub(crate) fn build(
         approvals: approvals.clone(),
         rejected_message: settings.approval.rejected_message.clone(),
         tool_activities: settings.tool_activities,
+        background: background_tasks(settings),
     };
     let mut agent: Arc<dyn Agent> = Arc::new(ChatAgent::new(llm, config, tools.clone()));
     // Right above the chat agent: it needs the raw tool-call events (arguments as they stream,
@@ -86,6 +88,17 @@ pub(crate) fn build(
     }
     agent = Arc::new(ClientStateInjection::new(agent, settings.state.clone())?);
     Ok(agent)
+}
+
+/// The registry of the agent's background tools' tasks, with its limits.
+fn background_tasks(settings: &AgentSettings) -> BackgroundTasks {
+    let tools = settings.tools.iter().filter(|tool| tool.background);
+    let limits = BackgroundLimits {
+        per_thread: settings.max_background_tasks_per_thread,
+        per_agent: settings.max_background_tasks,
+        timeout: Duration::from_secs(settings.background_timeout_secs),
+    };
+    BackgroundTasks::new(tools.map(|tool| tool.name.clone()), limits)
 }
 
 /// The approval policies of an agent's configured tools and of its MCP servers' tools (by the

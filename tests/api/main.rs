@@ -46,6 +46,7 @@ mod activities;
 mod anthropic;
 mod approvals;
 mod auth;
+mod background_tools;
 mod bad_input;
 mod cancellation;
 mod chat;

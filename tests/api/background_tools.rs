@@ -1,0 +1,475 @@
+//! Background tools: a `background = true` tool's call is answered at once with a task handle
+//! while the tool still runs, the run ends normally, and the task's result reaches the model
+//! and the client on the thread's next run, once; a failing task, the per-thread limit, and
+//! the settings refused at start-up. Both client generations.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use agui_host::settings::{Settings, ToolKindSettings, ToolSettings};
+use serde_json::{json, Value};
+use tokio::sync::Notify;
+
+use crate::fake_llm::{chunks, Reply};
+use crate::helpers::*;
+use crate::verify::{assert_0x_compatible, assert_well_formed};
+
+/// A slow service behind an `http` tool: it answers each call once `release` is notified,
+/// with `{"pages": 12}` or, when `fails`, a 500.
+struct SlowService {
+    url: String,
+    release: Arc<Notify>,
+    received: Arc<AtomicUsize>,
+    answered: Arc<AtomicUsize>,
+}
+
+impl SlowService {
+    async fn start(fails: bool) -> SlowService {
+        let release = Arc::new(Notify::new());
+        let received = Arc::new(AtomicUsize::new(0));
+        let answered = Arc::new(AtomicUsize::new(0));
+        let (r, rec, ans) = (release.clone(), received.clone(), answered.clone());
+        let router = axum::Router::new().route(
+            "/tool",
+            axum::routing::post(move || {
+                let (release, received, answered) = (r.clone(), rec.clone(), ans.clone());
+                async move {
+                    received.fetch_add(1, Ordering::SeqCst);
+                    release.notified().await;
+                    answered.fetch_add(1, Ordering::SeqCst);
+                    if fails {
+                        (
+                            axum::http::StatusCode::INTERNAL_SERVER_ERROR,
+                            "{}".to_owned(),
+                        )
+                    } else {
+                        (axum::http::StatusCode::OK, json!({"pages": 12}).to_string())
+                    }
+                }
+            }),
+        );
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let address = listener.local_addr().unwrap();
+        tokio::spawn(async move { axum::serve(listener, router).await });
+        SlowService {
+            url: format!("http://{address}/tool"),
+            release,
+            received,
+            answered,
+        }
+    }
+
+    async fn wait(counter: &AtomicUsize, n: usize) {
+        for _ in 0..200 {
+            if counter.load(Ordering::SeqCst) >= n {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        panic!("the service did not get {n} calls");
+    }
+
+    /// Lets every waiting call answer, and waits until the task has had time to take it in.
+    async fn release_all(&self) {
+        let waiting = self.received.load(Ordering::SeqCst);
+        while self.answered.load(Ordering::SeqCst) < waiting {
+            self.release.notify_waiters();
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+fn background_tool(url: &str) -> ToolSettings {
+    ToolSettings {
+        name: "report".into(),
+        description: "Builds the report; takes a while.".into(),
+        parameters: Some(json!({"type": "object"})),
+        approval: Default::default(),
+        allow_edit: false,
+        approval_message: None,
+        background: true,
+        kind: ToolKindSettings::Http {
+            url: url.to_owned(),
+            headers_from_env: Default::default(),
+            timeout_secs: 10,
+            envelope: false,
+        },
+    }
+}
+
+fn with_background_tool(settings: &mut Settings, url: &str) {
+    settings
+        .agents
+        .get_mut("assistant")
+        .unwrap()
+        .tools
+        .push(background_tool(url));
+}
+
+async fn thread(app: &TestApp) -> Value {
+    app.get("/assistant/threads/t1").await.json().await.unwrap()
+}
+
+/// The history as a 1.0 client keeps it: the thread's messages without activities.
+fn client_history(thread: &Value) -> Vec<Value> {
+    thread["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["role"] != "activity")
+        .cloned()
+        .collect()
+}
+
+fn activity<'a>(thread: &'a Value, id: &str) -> &'a Value {
+    thread["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["id"] == id)
+        .unwrap_or_else(|| panic!("no activity `{id}`: {thread}"))
+}
+
+fn result_of<'a>(events: &'a [Value], call: &str) -> &'a str {
+    events
+        .iter()
+        .find(|e| e["type"] == "TOOL_CALL_RESULT" && e["toolCallId"] == call)
+        .and_then(|e| e["content"].as_str())
+        .unwrap_or_else(|| panic!("no result for `{call}`: {events:?}"))
+}
+
+/// Tool messages of an upstream request whose content mentions `needle`.
+fn tool_messages_with<'a>(body: &'a Value, needle: &str) -> Vec<&'a Value> {
+    body["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["role"] == "tool" && m["content"].as_str().unwrap_or("").contains(needle))
+        .collect()
+}
+
+async fn run(
+    app: &TestApp,
+    body_of: fn(Vec<Value>) -> Value,
+    n: u32,
+    history: Vec<Value>,
+) -> Vec<Value> {
+    let mut body = body_of(history);
+    body["runId"] = json!(format!("r{n}"));
+    let events = app.run_events("/", &body).await;
+    assert_well_formed(&events);
+    if body.get("protocolVersion").is_none() {
+        assert_0x_compatible(&events);
+    }
+    assert_eq!(
+        last(&events)["type"],
+        "RUN_FINISHED",
+        "run {n}: {:?}",
+        types(&events)
+    );
+    events
+}
+
+/// The whole life of a task over four runs, for one client generation: started and answered
+/// with a handle while the tool still runs; nothing delivered while it runs; its result on
+/// the next run after it ended; never again after that.
+async fn a_task_over_four_runs(body_of: fn(Vec<Value>) -> Value) {
+    let service = SlowService::start(false).await;
+    let app = spawn_app(|s| with_background_tool(s, &service.url)).await;
+
+    // Run 1: the call is answered at once with a handle, and the run finishes while the
+    // service still holds the call.
+    app.fake
+        .push_call_then_text(("call_1", "report", "{}"), "The report is being built.");
+    let run1 = tokio::time::timeout(
+        Duration::from_secs(5),
+        run(&app, body_of, 1, vec![user("Build the report")]),
+    )
+    .await
+    .expect("the run does not wait for the tool");
+    SlowService::wait(&service.received, 1).await;
+    assert_eq!(
+        service.answered.load(Ordering::SeqCst),
+        0,
+        "the tool is still running"
+    );
+    let handle: Value = serde_json::from_str(result_of(&run1, "call_1")).unwrap();
+    assert_eq!(handle["status"], "started", "{handle}");
+    let task = handle["task"].as_str().expect("a task id").to_owned();
+    let snapshot = the(&run1, "ACTIVITY_SNAPSHOT");
+    assert_eq!(snapshot["messageId"], "bg_call_1");
+    assert_eq!(snapshot["activityType"], "agui-host.background");
+    assert_eq!(
+        snapshot["content"],
+        json!({"toolCallId": "call_1", "tool": "report", "task": task, "status": "running"})
+    );
+    let bodies = app.fake.bodies();
+    assert_eq!(bodies.len(), 2);
+    assert_eq!(tool_messages_with(&bodies[1], "started").len(), 1);
+
+    // Run 2, while the tool still runs: nothing to deliver.
+    let mut history = client_history(&thread(&app).await);
+    history.push(user("Done yet?"));
+    app.fake.push(Reply::Sse(chunks::text_reply(&["Not yet."])));
+    let run2 = run(&app, body_of, 2, history).await;
+    assert!(
+        of_type(&run2, "TOOL_CALL_START").is_empty(),
+        "{:?}",
+        types(&run2)
+    );
+
+    // Run 3, after it ended: the result comes before the model call, as a new call of its own.
+    service.release_all().await;
+    let mut history = client_history(&thread(&app).await);
+    history.push(user("And now?"));
+    app.fake
+        .push(Reply::Sse(chunks::text_reply(&["It has 12 pages."])));
+    let run3 = run(&app, body_of, 3, history).await;
+    let start = the(&run3, "TOOL_CALL_START");
+    assert_eq!(start["toolCallName"], "background_result");
+    let delivered_id = start["toolCallId"].as_str().unwrap().to_owned();
+    let delivered: Value = serde_json::from_str(result_of(&run3, &delivered_id)).unwrap();
+    assert_eq!(
+        delivered,
+        json!({"task": task, "tool": "report", "toolCallId": "call_1", "status": "completed",
+               "result": {"pages": 12}})
+    );
+    let snapshot = the(&run3, "ACTIVITY_SNAPSHOT");
+    assert_eq!(snapshot["messageId"], "bg_call_1");
+    assert_eq!(snapshot["replace"], true);
+    assert_eq!(snapshot["content"]["status"], "completed");
+    assert_eq!(snapshot["content"]["result"], json!({"pages": 12}));
+    let upstream = app.fake.bodies().last().unwrap().clone();
+    assert_tool_calls_answered(&upstream);
+    assert_eq!(
+        tool_messages_with(&upstream, "\"pages\":12").len(),
+        1,
+        "{upstream}"
+    );
+    let recorded = thread(&app).await;
+    assert_eq!(
+        activity(&recorded, "bg_call_1")["content"]["status"],
+        "completed"
+    );
+
+    // Run 4: the result stays in the history the client sends back, and is not delivered
+    // again.
+    let mut history = client_history(&recorded);
+    history.push(user("Thanks"));
+    app.fake
+        .push(Reply::Sse(chunks::text_reply(&["You're welcome."])));
+    let run4 = run(&app, body_of, 4, history).await;
+    assert!(
+        of_type(&run4, "TOOL_CALL_START").is_empty(),
+        "{:?}",
+        types(&run4)
+    );
+    assert!(of_type(&run4, "ACTIVITY_SNAPSHOT").is_empty());
+    let upstream = app.fake.bodies().last().unwrap().clone();
+    assert_tool_calls_answered(&upstream);
+    assert_eq!(
+        tool_messages_with(&upstream, "\"pages\":12").len(),
+        1,
+        "{upstream}"
+    );
+    let recorded = thread(&app).await;
+    assert_eq!(
+        activity(&recorded, "bg_call_1")["content"]["status"],
+        "completed"
+    );
+    assert_eq!(
+        service.received.load(Ordering::SeqCst),
+        1,
+        "the tool ran once"
+    );
+}
+
+#[tokio::test]
+async fn a_background_tools_result_reaches_the_next_run_once_for_a_1_0_client() {
+    a_task_over_four_runs(input).await;
+}
+
+#[tokio::test]
+async fn a_background_tools_result_reaches_the_next_run_once_for_a_0x_client() {
+    a_task_over_four_runs(input_0x).await;
+}
+
+/// A task that fails reaches the next run as a failed result the model reads, and its
+/// activity says so.
+#[tokio::test]
+async fn a_failing_background_tool_is_reported_as_failed_on_the_next_run() {
+    let service = SlowService::start(true).await;
+    let app = spawn_app(|s| with_background_tool(s, &service.url)).await;
+    app.fake
+        .push_call_then_text(("call_1", "report", "{}"), "Started.");
+    run(&app, input, 1, vec![user("Build the report")]).await;
+    SlowService::wait(&service.received, 1).await;
+    service.release_all().await;
+
+    let mut history = client_history(&thread(&app).await);
+    history.push(user("And now?"));
+    app.fake
+        .push(Reply::Sse(chunks::text_reply(&["It failed."])));
+    let events = run(&app, input, 2, history).await;
+    let start = the(&events, "TOOL_CALL_START");
+    let delivered: Value =
+        serde_json::from_str(result_of(&events, start["toolCallId"].as_str().unwrap())).unwrap();
+    assert_eq!(delivered["status"], "failed", "{delivered}");
+    assert!(
+        delivered["error"].as_str().unwrap().contains("500"),
+        "{delivered}"
+    );
+    let snapshot = the(&events, "ACTIVITY_SNAPSHOT");
+    assert_eq!(snapshot["content"]["status"], "failed");
+    assert!(snapshot["content"]["error"].is_string());
+    let upstream = app.fake.bodies().last().unwrap().clone();
+    assert_eq!(
+        tool_messages_with(&upstream, "\"failed\"").len(),
+        1,
+        "{upstream}"
+    );
+}
+
+/// Over the thread's limit, a call starts nothing and its result is an error the model reads;
+/// the call within the limit runs.
+#[tokio::test]
+async fn a_call_over_the_threads_limit_gets_an_error_result() {
+    let service = SlowService::start(false).await;
+    let app = spawn_app(|s| {
+        with_background_tool(s, &service.url);
+        s.agents
+            .get_mut("assistant")
+            .unwrap()
+            .max_background_tasks_per_thread = 1;
+    })
+    .await;
+    app.fake.push(Reply::Sse(chunks::tool_calls(
+        &[("call_1", "report", "{}"), ("call_2", "report", "{}")],
+        false,
+    )));
+    app.fake
+        .push(Reply::Sse(chunks::text_reply(&["One of them started."])));
+    let events = run(&app, input, 1, vec![user("Two reports")]).await;
+    let first: Value = serde_json::from_str(result_of(&events, "call_1")).unwrap();
+    assert_eq!(first["status"], "started");
+    let second: Value = serde_json::from_str(result_of(&events, "call_2")).unwrap();
+    assert!(
+        second["error"]
+            .as_str()
+            .unwrap()
+            .contains("1 background tasks"),
+        "{second}"
+    );
+    let snapshots = of_type(&events, "ACTIVITY_SNAPSHOT");
+    assert_eq!(snapshots.len(), 1, "only the started call has an activity");
+    SlowService::wait(&service.received, 1).await;
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert_eq!(
+        service.received.load(Ordering::SeqCst),
+        1,
+        "the refused call never ran"
+    );
+    service.release_all().await;
+}
+
+/// A process that does not hold a started task (a restart, another replica) tells the model
+/// the task was lost, once; the call is not run again.
+#[tokio::test]
+async fn a_task_another_process_started_is_reported_lost_once() {
+    let service = SlowService::start(false).await;
+    let first = spawn_app(|s| with_background_tool(s, &service.url)).await;
+    first
+        .fake
+        .push_call_then_text(("call_1", "report", "{}"), "Started.");
+    run(&first, input, 1, vec![user("Build the report")]).await;
+    let mut history = client_history(&thread(&first).await);
+
+    // The same conversation reaches a process that never saw the task.
+    let second = spawn_app(|s| {
+        with_background_tool(s, &service.url);
+        s.threads.history = agui_host::threads::HistoryPolicy::TrustClient;
+    })
+    .await;
+    history.push(user("Done?"));
+    second
+        .fake
+        .push(Reply::Sse(chunks::text_reply(&["It was lost."])));
+    let events = run(&second, input, 2, history).await;
+    let start = the(&events, "TOOL_CALL_START");
+    assert_eq!(start["toolCallName"], "background_result");
+    let delivered: Value =
+        serde_json::from_str(result_of(&events, start["toolCallId"].as_str().unwrap())).unwrap();
+    assert_eq!(delivered["status"], "lost", "{delivered}");
+    assert_eq!(delivered["toolCallId"], "call_1");
+    assert_eq!(
+        the(&events, "ACTIVITY_SNAPSHOT")["content"]["status"],
+        "lost"
+    );
+
+    let mut history = client_history(&thread(&second).await);
+    history.push(user("Ok"));
+    second.fake.push(Reply::Sse(chunks::text_reply(&["Fine."])));
+    let events = run(&second, input, 3, history).await;
+    assert!(
+        of_type(&events, "TOOL_CALL_START").is_empty(),
+        "{:?}",
+        types(&events)
+    );
+    let upstream = second.fake.bodies().last().unwrap().clone();
+    assert_tool_calls_answered(&upstream);
+    assert_eq!(
+        tool_messages_with(&upstream, "\"lost\"").len(),
+        1,
+        "{upstream}"
+    );
+    assert_eq!(service.received.load(Ordering::SeqCst), 1, "not run again");
+    service.release_all().await;
+}
+
+/// The capabilities name the background activity type beside tool progress.
+#[tokio::test]
+async fn capabilities_name_the_background_activity_type() {
+    let app = spawn_app(|s| with_background_tool(s, "http://127.0.0.1:9/tool")).await;
+    let capabilities: Value = app
+        .get("/assistant/capabilities")
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(
+        capabilities["custom"]["agui-host"]["activityTypes"],
+        json!(["agui-host.tool", "agui-host.background"]),
+        "{capabilities}"
+    );
+}
+
+/// A background tool that would need the run it was called in is refused at start-up.
+#[tokio::test]
+async fn background_tools_that_cannot_run_unattended_are_refused_at_start_up() {
+    let fake = crate::fake_llm::FakeLlm::start().await;
+    let mut with_approval = background_tool("http://127.0.0.1:9/tool");
+    with_approval.approval = serde_json::from_value(json!("always")).unwrap();
+    let mut input_tool = background_tool("http://127.0.0.1:9/tool");
+    input_tool.kind = ToolKindSettings::Input {
+        response_schema: json!({"type": "object"}),
+        message: None,
+        cancelled_result: None,
+    };
+    for (tool, expected) in [(with_approval, "approval"), (input_tool, "`input` tool")] {
+        let mut settings = test_settings(&fake);
+        settings
+            .agents
+            .get_mut("assistant")
+            .unwrap()
+            .tools
+            .push(tool);
+        let error = match agui_host::app::App::build(settings).await {
+            Ok(_) => panic!("a background tool with {expected} starts"),
+            Err(error) => error.to_string(),
+        };
+        assert!(error.contains("background"), "{error}");
+        assert!(error.contains(expected), "{error}");
+    }
+}

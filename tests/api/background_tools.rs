@@ -332,6 +332,41 @@ async fn a_failing_background_tool_is_reported_as_failed_on_the_next_run() {
     );
 }
 
+/// A task past `background_timeout_secs` fails with a timeout, which the next run reads.
+#[tokio::test]
+async fn a_task_past_its_run_time_fails_with_a_timeout() {
+    let service = SlowService::start(false).await;
+    let app = spawn_app(|s| {
+        with_background_tool(s, &service.url);
+        s.agents
+            .get_mut("assistant")
+            .unwrap()
+            .background_timeout_secs = 1;
+    })
+    .await;
+    app.fake
+        .push_call_then_text(("call_1", "report", "{}"), "Started.");
+    run(&app, input, 1, vec![user("Build the report")]).await;
+    SlowService::wait(&service.received, 1).await;
+    tokio::time::sleep(Duration::from_millis(1300)).await;
+
+    let mut history = client_history(&thread(&app).await);
+    history.push(user("And now?"));
+    app.fake
+        .push(Reply::Sse(chunks::text_reply(&["It took too long."])));
+    let events = run(&app, input, 2, history).await;
+    let start = the(&events, "TOOL_CALL_START");
+    let delivered: Value =
+        serde_json::from_str(result_of(&events, start["toolCallId"].as_str().unwrap())).unwrap();
+    assert_eq!(delivered["status"], "failed", "{delivered}");
+    assert!(
+        delivered["error"].as_str().unwrap().contains("timed out"),
+        "{delivered}"
+    );
+    // The task's request was dropped with the task: the service never answered it.
+    assert_eq!(service.answered.load(Ordering::SeqCst), 0);
+}
+
 /// Over the thread's limit, a call starts nothing and its result is an error the model reads;
 /// the call within the limit runs.
 #[tokio::test]

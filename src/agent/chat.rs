@@ -788,6 +788,7 @@ mod prompt;
 mod state_rules;
 mod turn;
 use activities::{next_progress, Ending, ToolActivities};
+pub use background::RESULT_TOOL as BACKGROUND_RESULT_TOOL;
 pub use model::{agent_model, AgentModel};
 use turn::{Turn, TurnCall, TurnOutput, TurnUpdates};
 

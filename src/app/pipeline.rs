@@ -25,11 +25,11 @@ use crate::agent::middleware::{
     ApprovalGate, ClientStateInjection, PredictStateRule, PredictiveStateDeltas,
     PredictiveStateRules, StatusSnapshots,
 };
-use crate::agent::{Agent, ChatAgent, ChatAgentConfig};
+use crate::agent::{Agent, ChatAgent, ChatAgentConfig, BACKGROUND_RESULT_TOOL};
 use crate::llm::LlmClient;
 use crate::settings::{AgentSettings, ToolKindSettings};
 use crate::state::{Argument, Coalescing};
-use crate::tools::background::{BackgroundLimits, BackgroundTasks};
+use crate::tools::background::{BackgroundLimits, BackgroundTasks, CANCEL_TOOL};
 use crate::tools::{Tool, ToolRegistry, ToolSource};
 
 /// Builds the agent named `name` from its settings, with `extra_tools` registered after the
@@ -48,6 +48,21 @@ pub(crate) fn build(
     max_id_bytes: usize,
 ) -> Result<Arc<dyn Agent>, String> {
     let mut tools = ToolRegistry::from_settings(&settings.tools).map_err(|e| e.to_string())?;
+    let background = background_tasks(settings);
+    if background.any() {
+        // The server's own calls for background tasks: a tool of the same name would be
+        // taken for one of them.
+        for reserved in [BACKGROUND_RESULT_TOOL, CANCEL_TOOL] {
+            if settings.tools.iter().any(|tool| tool.name == reserved) {
+                return Err(format!(
+                    "tool `{reserved}`: the name is the server's own for background tasks; rename the tool"
+                ));
+            }
+        }
+        tools
+            .register(background.cancel_tool())
+            .map_err(|e| e.to_string())?;
+    }
     for tool in extra_tools {
         tools.register(tool.clone()).map_err(|e| e.to_string())?;
     }
@@ -66,7 +81,7 @@ pub(crate) fn build(
         approvals: approvals.clone(),
         rejected_message: settings.approval.rejected_message.clone(),
         tool_activities: settings.tool_activities,
-        background: background_tasks(settings),
+        background,
     };
     let mut agent: Arc<dyn Agent> = Arc::new(ChatAgent::new(llm, config, tools.clone()));
     // Right above the chat agent: it needs the raw tool-call events (arguments as they stream,

@@ -378,6 +378,9 @@ impl AgentSettings {
     /// Checks the agent's background tools: a kind that can run unattended, no approval (a
     /// person's decision would have to outlive the run), and limits that let one run.
     pub(super) fn validate_background_tools(&self, agent: &str) -> Result<(), SettingsError> {
+        if !self.tools.iter().any(|tool| tool.background) {
+            return Ok(());
+        }
         for tool in self.tools.iter().filter(|tool| tool.background) {
             let at = format!("agents.{agent}.tools `{}`", tool.name);
             let kind = match &tool.kind {

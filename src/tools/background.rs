@@ -12,13 +12,24 @@
 //! delivered), each task's run time (the agent's `background_timeout_secs`), and how long an
 //! undelivered result is kept ([`RESULT_RETENTION`]). Dropping the registry (the agent, at
 //! shutdown) aborts every running task.
+//!
+//! The model can cancel a task of its thread with [`CANCEL_TOOL`], which the agent offers
+//! beside its background tools ([`BackgroundTasks::cancel_tool`]).
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 
 use futures_util::future::BoxFuture;
+use futures_util::FutureExt;
+use serde_json::{json, Value};
 use tokio::task::AbortHandle;
+
+use super::{Tool, ToolContext, ToolDefinition, ToolError, ToolOutput};
+
+/// The tool that cancels a background task, offered to the model of an agent with background
+/// tools.
+pub const CANCEL_TOOL: &str = "cancel_background_task";
 
 /// How long a finished task's result waits for the thread's next run before it is dropped.
 pub const RESULT_RETENTION: Duration = Duration::from_secs(24 * 60 * 60);
@@ -66,6 +77,29 @@ pub struct FinishedTask {
     pub call: TaskCall,
     /// The result text, or why the call failed.
     pub outcome: Result<String, String>,
+}
+
+/// What cancelling a task found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Cancelled {
+    /// It was running, and is stopped: nothing of it reaches a later run.
+    Stopped,
+    /// It had already ended: its result still reaches the thread's next run.
+    AlreadyFinished,
+    /// This process holds no such task of the thread (never started here, already delivered,
+    /// or started before a restart or on another replica).
+    Unknown,
+}
+
+impl Cancelled {
+    /// The word the cancel tool's result and the history use.
+    pub fn status(self) -> &'static str {
+        match self {
+            Cancelled::Stopped => "cancelled",
+            Cancelled::AlreadyFinished => "finished",
+            Cancelled::Unknown => "unknown",
+        }
+    }
 }
 
 /// Why a call was not started.
@@ -214,6 +248,46 @@ impl BackgroundTasks {
         finished
     }
 
+    /// Stops `task` of `key`'s thread if it still runs; a stopped task is forgotten (its slot
+    /// is free again), a finished one is left for the thread's next run.
+    pub fn cancel(&self, key: &ThreadKey, task: &str) -> Cancelled {
+        let mut tasks = self.inner.lock();
+        let Some(thread) = tasks.threads.get_mut(key) else {
+            return Cancelled::Unknown;
+        };
+        if thread.finished.iter().any(|(f, _)| f.call.task == task) {
+            return Cancelled::AlreadyFinished;
+        }
+        let Some(at) = thread.running.iter().position(|(c, _)| c.task == task) else {
+            return Cancelled::Unknown;
+        };
+        let (_, handle) = thread.running.swap_remove(at);
+        handle.abort();
+        if thread.held() == 0 {
+            tasks.threads.remove(key);
+        }
+        tasks.held -= 1;
+        Cancelled::Stopped
+    }
+
+    /// The tool the model cancels a task of its thread with. It holds the tasks weakly: a
+    /// registry holding its own tool would never be dropped, and its tasks never aborted.
+    pub fn cancel_tool(&self) -> std::sync::Arc<dyn Tool> {
+        std::sync::Arc::new(CancelTool {
+            tasks: Arc::downgrade(&self.inner),
+            definition: ToolDefinition::new(
+                CANCEL_TOOL,
+                "Cancels a background task of this conversation that is still running, by the `task` id its tool's call returned. A cancelled task's result never arrives.",
+                json!({
+                    "type": "object",
+                    "properties": {"task": {"type": "string", "maxLength": 64}},
+                    "required": ["task"],
+                    "additionalProperties": false,
+                }),
+            ),
+        })
+    }
+
     /// The calls of `key`'s thread still running.
     pub fn running(&self, key: &ThreadKey) -> Vec<TaskCall> {
         let tasks = self.inner.lock();
@@ -224,6 +298,55 @@ impl BackgroundTasks {
                 .map(|(call, _)| call.clone())
                 .collect()
         })
+    }
+}
+
+/// [`CANCEL_TOOL`]: its result is `{task, status, note}`, `status` one of
+/// [`Cancelled::status`]'s words.
+struct CancelTool {
+    tasks: Weak<Inner>,
+    definition: ToolDefinition,
+}
+
+impl Tool for CancelTool {
+    fn definition(&self) -> &ToolDefinition {
+        &self.definition
+    }
+
+    fn call<'a>(
+        &'a self,
+        arguments: Value,
+        context: ToolContext,
+    ) -> BoxFuture<'a, Result<ToolOutput, ToolError>> {
+        let outcome = (|| {
+            let task = arguments["task"]
+                .as_str()
+                .ok_or_else(|| ToolError::InvalidArguments("`task` must be a string".into()))?;
+            let tasks = self
+                .tasks
+                .upgrade()
+                .ok_or_else(|| ToolError::Failed("the agent is shutting down".into()))?;
+            let key = ThreadKey {
+                scope: context.scope,
+                thread_id: context.thread_id,
+            };
+            let cancelled = BackgroundTasks { inner: tasks }.cancel(&key, task);
+            let note = match cancelled {
+                Cancelled::Stopped => "The task is stopped; its result will not arrive.",
+                Cancelled::AlreadyFinished => {
+                    "The task had already finished; its result arrives in the next turn."
+                }
+                Cancelled::Unknown => {
+                    "No running task of this conversation has that id here: it may have finished and been reported already, or been lost."
+                }
+            };
+            Ok(ToolOutput::from(json!({
+                "task": task,
+                "status": cancelled.status(),
+                "note": note,
+            })))
+        })();
+        futures_util::future::ready(outcome).boxed()
     }
 }
 
@@ -397,5 +520,64 @@ mod tests {
             .await
             .expect("the task was aborted")
             .unwrap();
+    }
+
+    #[tokio::test]
+    async fn cancelling_stops_a_running_task_and_frees_its_slot_but_leaves_a_finished_one() {
+        let limits = BackgroundLimits {
+            per_thread: 1,
+            ..BackgroundLimits::default()
+        };
+        let tasks = BackgroundTasks::new(["report".to_owned()], limits);
+        let never = futures_util::future::pending::<Result<String, String>>();
+        tasks.start(key("t1"), call("a"), never.boxed()).unwrap();
+        assert_eq!(
+            tasks.cancel(&key("t2"), "a"),
+            Cancelled::Unknown,
+            "another thread"
+        );
+        assert_eq!(tasks.cancel(&key("t1"), "a"), Cancelled::Stopped);
+        assert_eq!(tasks.cancel(&key("t1"), "a"), Cancelled::Unknown, "once");
+        assert!(tasks.running(&key("t1")).is_empty());
+        assert_eq!(tasks.inner.lock().held, 0);
+
+        let done = async { Ok::<_, String>("x".to_owned()) }.boxed();
+        tasks.start(key("t1"), call("b"), done).unwrap();
+        settle().await;
+        assert_eq!(tasks.cancel(&key("t1"), "b"), Cancelled::AlreadyFinished);
+        assert_eq!(tasks.take_finished(&key("t1")).len(), 1);
+    }
+
+    #[tokio::test]
+    async fn the_cancel_tool_answers_for_its_own_thread() {
+        let tasks = BackgroundTasks::new(["report".to_owned()], BackgroundLimits::default());
+        let never = futures_util::future::pending::<Result<String, String>>();
+        tasks.start(key("t1"), call("a"), never.boxed()).unwrap();
+        let tool = tasks.cancel_tool();
+        let context = |thread: &str| ToolContext {
+            scope: "s".into(),
+            agent: "assistant".into(),
+            thread_id: thread.into(),
+            run_id: "r".into(),
+            tool_call_id: "c".into(),
+            state: None,
+            progress: None,
+            input: None,
+        };
+        let other = tool
+            .call(json!({"task": "a"}), context("t2"))
+            .await
+            .unwrap();
+        assert_eq!(other.content["status"], "unknown");
+        let own = tool
+            .call(json!({"task": "a"}), context("t1"))
+            .await
+            .unwrap();
+        assert_eq!(own.content["status"], "cancelled");
+        drop(tasks);
+        assert!(matches!(
+            tool.call(json!({"task": "a"}), context("t1")).await,
+            Err(ToolError::Failed(_))
+        ));
     }
 }

@@ -463,6 +463,151 @@ async fn a_task_another_process_started_is_reported_lost_once() {
     service.release_all().await;
 }
 
+/// The model cancels a running task with `cancel_background_task`: the service's request is
+/// dropped, the slot is free again, and no later run delivers the task, neither its result nor
+/// a `lost` report.
+#[tokio::test]
+async fn a_cancelled_task_is_stopped_and_never_delivered() {
+    let service = SlowService::start(false).await;
+    let app = spawn_app(|s| {
+        with_background_tool(s, &service.url);
+        s.agents
+            .get_mut("assistant")
+            .unwrap()
+            .max_background_tasks_per_thread = 1;
+    })
+    .await;
+    app.fake
+        .push_call_then_text(("call_1", "report", "{}"), "Started.");
+    let run1 = run(&app, input, 1, vec![user("Build the report")]).await;
+    let handle: Value = serde_json::from_str(result_of(&run1, "call_1")).unwrap();
+    let task = handle["task"].as_str().unwrap().to_owned();
+    SlowService::wait(&service.received, 1).await;
+    let offered = &app.fake.bodies()[0]["tools"];
+    assert!(
+        offered
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|t| t["function"]["name"] == "cancel_background_task"),
+        "{offered}"
+    );
+
+    // Run 2: the model cancels it.
+    let mut history = client_history(&thread(&app).await);
+    history.push(user("Never mind, cancel it"));
+    let arguments = json!({"task": task}).to_string();
+    app.fake.push_call_then_text(
+        ("call_2", "cancel_background_task", &arguments),
+        "Cancelled.",
+    );
+    let run2 = run(&app, input, 2, history).await;
+    let cancelled: Value = serde_json::from_str(result_of(&run2, "call_2")).unwrap();
+    assert_eq!(cancelled["status"], "cancelled", "{cancelled}");
+    assert_eq!(
+        cancelled_again(&app, &task).await["status"],
+        "unknown",
+        "a task is cancelled once"
+    );
+
+    // Run 3: a new call fits the thread's one slot; nothing of the first task is delivered.
+    let mut history = client_history(&thread(&app).await);
+    history.push(user("Build another report"));
+    app.fake
+        .push_call_then_text(("call_3", "report", "{}"), "Started again.");
+    let run3 = run(&app, input, 3, history).await;
+    let handle: Value = serde_json::from_str(result_of(&run3, "call_3")).unwrap();
+    assert_eq!(handle["status"], "started", "{handle}");
+    assert!(
+        of_type(&run3, "TOOL_CALL_START")
+            .iter()
+            .all(|e| e["toolCallName"] != "background_result"),
+        "{:?}",
+        types(&run3)
+    );
+    SlowService::wait(&service.received, 2).await;
+    // Only the second call is still waiting: the cancelled one's request was dropped.
+    while service.answered.load(Ordering::SeqCst) < 1 {
+        service.release.notify_waiters();
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(200)).await;
+
+    // Run 4: the second task's result, and only it.
+    let mut history = client_history(&thread(&app).await);
+    history.push(user("And now?"));
+    app.fake.push(Reply::Sse(chunks::text_reply(&["Done."])));
+    let run4 = run(&app, input, 4, history).await;
+    let deliveries: Vec<Value> = of_type(&run4, "TOOL_CALL_START")
+        .into_iter()
+        .map(|start| {
+            serde_json::from_str(result_of(&run4, start["toolCallId"].as_str().unwrap())).unwrap()
+        })
+        .collect();
+    assert_eq!(deliveries.len(), 1, "{deliveries:?}");
+    assert_eq!(deliveries[0]["toolCallId"], "call_3");
+    assert_eq!(deliveries[0]["status"], "completed");
+    assert_eq!(
+        service.answered.load(Ordering::SeqCst),
+        1,
+        "the cancelled call's request was dropped"
+    );
+}
+
+/// What cancelling `task` again answers, as a run of the model's would see it.
+async fn cancelled_again(app: &TestApp, task: &str) -> Value {
+    let mut history = client_history(&thread(app).await);
+    history.push(user("Cancel it again"));
+    let arguments = json!({"task": task}).to_string();
+    app.fake
+        .push_call_then_text(("call_again", "cancel_background_task", &arguments), "Ok.");
+    let events = run(app, input, 99, history).await;
+    serde_json::from_str(result_of(&events, "call_again")).unwrap()
+}
+
+/// A task already settled in the history (reported `lost` by a replica that did not hold it)
+/// and then finished by the process that ran it is not delivered a second time.
+#[tokio::test]
+async fn a_task_reported_lost_elsewhere_is_not_delivered_again_when_it_ends() {
+    let service = SlowService::start(false).await;
+    // Each replica keeps its own memory store here, so each takes the client's history as it
+    // comes; over a shared store they would verify it against one record.
+    let trusting = |s: &mut Settings| {
+        with_background_tool(s, &service.url);
+        s.threads.history = agui_host::threads::HistoryPolicy::TrustClient;
+    };
+    let first = spawn_app(trusting).await;
+    first
+        .fake
+        .push_call_then_text(("call_1", "report", "{}"), "Started.");
+    run(&first, input, 1, vec![user("Build the report")]).await;
+    SlowService::wait(&service.received, 1).await;
+    let mut history = client_history(&thread(&first).await);
+
+    // Run 2 on a replica that never saw the task: reported lost.
+    let second = spawn_app(trusting).await;
+    history.push(user("Done?"));
+    second
+        .fake
+        .push(Reply::Sse(chunks::text_reply(&["It was lost."])));
+    run(&second, input, 2, history).await;
+    let mut history = client_history(&thread(&second).await);
+
+    // The first replica's task ends; run 3 comes back to it with the history that says lost.
+    service.release_all().await;
+    history.push(user("Try again?"));
+    first.fake.push(Reply::Sse(chunks::text_reply(&["Ok."])));
+    let events = run(&first, input, 3, history).await;
+    assert!(
+        of_type(&events, "TOOL_CALL_START").is_empty(),
+        "delivered twice: {:?}",
+        types(&events)
+    );
+    let upstream = first.fake.bodies().last().unwrap().clone();
+    assert_tool_calls_answered(&upstream);
+    assert!(tool_messages_with(&upstream, "\"pages\":12").is_empty());
+}
+
 /// The capabilities name the background activity type beside tool progress.
 #[tokio::test]
 async fn capabilities_name_the_background_activity_type() {
@@ -506,5 +651,21 @@ async fn background_tools_that_cannot_run_unattended_are_refused_at_start_up() {
         };
         assert!(error.contains("background"), "{error}");
         assert!(error.contains(expected), "{error}");
+    }
+
+    // The names of the server's own calls for background tasks are taken.
+    for reserved in ["background_result", "cancel_background_task"] {
+        let mut settings = test_settings(&fake);
+        let mut clash = background_tool("http://127.0.0.1:9/tool");
+        clash.name = reserved.into();
+        clash.background = false;
+        let tools = &mut settings.agents.get_mut("assistant").unwrap().tools;
+        tools.push(background_tool("http://127.0.0.1:9/tool"));
+        tools.push(clash);
+        let error = match agui_host::app::App::build(settings).await {
+            Ok(_) => panic!("a tool named `{reserved}` starts"),
+            Err(error) => error.to_string(),
+        };
+        assert!(error.contains(reserved), "{error}");
     }
 }

@@ -16,7 +16,9 @@
 //!
 //! A task the history shows as started, but that this process neither runs nor has delivered
 //! (it was started before a restart, or by another replica), is delivered the same way with
-//! `status` `lost`, once: the delivery is in the history after that.
+//! `status` `lost`, once: the delivery is in the history after that. A task the history shows
+//! settled (delivered, or cancelled with [`CANCEL_TOOL`]) is never delivered again, even when
+//! this process ends it later.
 
 use std::collections::{HashMap, HashSet};
 
@@ -28,18 +30,18 @@ use super::{RunState, ToolCallOutcome};
 use crate::agent::{new_id, AgentUpdate};
 use crate::llm::{ChatMessage, ChatToolCall};
 use crate::protocol::{ActivitySnapshot, EventBody, ToolResultContent};
-use crate::tools::background::{FinishedTask, TaskCall, ThreadKey};
+use crate::tools::background::{Cancelled, FinishedTask, TaskCall, ThreadKey, CANCEL_TOOL};
 use crate::tools::{self, ToolError, ToolOutput};
 
 /// The activity type of a background task.
 pub(super) const ACTIVITY_TYPE: &str = "agui-host.background";
 
-/// What the model reads of a task this process does not know (see `lost_tasks`).
+/// What the model reads of a task this process does not know (see `deliver_background_results`).
 const LOST: &str = "the background task was lost before it finished (the service restarted, or this conversation moved to another server); call the tool again if its result is still needed";
 
 /// The name of the call that carries a finished task's result into the history. Not a tool
 /// the model is offered: the server makes the call itself.
-pub(super) const RESULT_TOOL: &str = "background_result";
+pub const RESULT_TOOL: &str = "background_result";
 
 impl RunState {
     /// Starts `call` as a background task; the returned outcome, ready at once, is the call's
@@ -100,26 +102,31 @@ impl RunState {
             .into_iter()
             .map(|call| call.task)
             .collect();
+        let mut history = self.history_tasks();
         for finished in self.config.background.take_finished(&self.thread_key()) {
-            self.deliver(finished, "failed");
+            // Already settled in the history: reported lost by a replica that did not hold
+            // it, or delivered before. The model must not read a second outcome.
+            if history.settled.insert(finished.call.task.clone()) {
+                self.deliver(finished, "failed");
+            }
         }
-        for lost in self.lost_tasks(&running) {
+        let lost: Vec<TaskCall> = history
+            .started
+            .into_iter()
+            .filter(|call| !history.settled.contains(&call.task) && !running.contains(&call.task))
+            .filter(|call| self.config.background.runs(&call.tool))
+            .collect();
+        for call in lost {
             let outcome = Err(LOST.to_owned());
-            self.deliver(
-                FinishedTask {
-                    call: lost,
-                    outcome,
-                },
-                "lost",
-            );
+            self.deliver(FinishedTask { call, outcome }, "lost");
         }
     }
 
-    /// Tasks the history says were started, that were never delivered and that this process
-    /// does not hold: started before a restart, or by another replica.
-    fn lost_tasks(&self, running: &HashSet<String>) -> Vec<TaskCall> {
+    /// The background calls the history shows started, and the tasks it shows settled: their
+    /// outcome delivered, or cancelled by the model.
+    fn history_tasks(&self) -> HistoryTasks {
         let mut names = HashMap::new();
-        let mut delivered = HashSet::new();
+        let mut settled = HashSet::new();
         let mut started = Vec::new();
         for message in &self.history {
             match message {
@@ -129,7 +136,7 @@ impl RunState {
                             let arguments: Value =
                                 serde_json::from_str(&call.arguments).unwrap_or_default();
                             if let Some(task) = arguments["task"].as_str() {
-                                delivered.insert(task.to_owned());
+                                settled.insert(task.to_owned());
                             }
                         }
                         names.insert(call.id.as_str(), call.name.as_str());
@@ -139,30 +146,31 @@ impl RunState {
                     tool_call_id,
                     content,
                 } => {
-                    let Ok(handle) = serde_json::from_str::<Value>(content) else {
+                    let Some(&tool) = names.get(tool_call_id.as_str()) else {
                         continue;
                     };
-                    if let (Some("started"), Some(task)) =
-                        (handle["status"].as_str(), handle["task"].as_str())
-                    {
-                        started.push((task.to_owned(), tool_call_id.as_str()));
+                    let Ok(result) = serde_json::from_str::<Value>(content) else {
+                        continue;
+                    };
+                    let (Some(status), Some(task)) =
+                        (result["status"].as_str(), result["task"].as_str())
+                    else {
+                        continue;
+                    };
+                    if tool == CANCEL_TOOL && status == Cancelled::Stopped.status() {
+                        settled.insert(task.to_owned());
+                    } else if status == "started" && tool != RESULT_TOOL && tool != CANCEL_TOOL {
+                        started.push(TaskCall {
+                            task: task.to_owned(),
+                            tool: tool.to_owned(),
+                            tool_call_id: tool_call_id.clone(),
+                        });
                     }
                 }
                 _ => {}
             }
         }
-        started
-            .into_iter()
-            .filter(|(task, _)| !delivered.contains(task) && !running.contains(task))
-            .filter_map(|(task, tool_call_id)| {
-                let tool = names.get(tool_call_id)?;
-                self.config.background.runs(tool).then(|| TaskCall {
-                    task,
-                    tool: (*tool).to_owned(),
-                    tool_call_id: tool_call_id.to_owned(),
-                })
-            })
-            .collect()
+        HistoryTasks { started, settled }
     }
 
     /// Sends `finished` to the client and the model; `failure` names the status of an error.
@@ -230,6 +238,13 @@ impl RunState {
             thread_id: self.thread_id.clone(),
         }
     }
+}
+
+/// What the history says of the thread's background tasks.
+struct HistoryTasks {
+    started: Vec<TaskCall>,
+    /// Delivered, or cancelled.
+    settled: HashSet<String>,
 }
 
 /// What a task's call produced, as the model will read it. The run that started it is over,

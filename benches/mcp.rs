@@ -50,6 +50,7 @@ fn context() -> ToolContext {
         tool_call_id: "c".into(),
         state: None,
         progress: None,
+        events: None,
         input: None,
     }
 }

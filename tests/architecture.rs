@@ -18,7 +18,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
     ("retry", &[]),
     ("telemetry", &["settings"]),
     ("llm", &["settings"]),
-    ("tools", &["settings"]),
+    ("tools", &["protocol", "settings"]),
     ("threads", &["protocol", "state"]),
     ("runs", &["protocol"]),
     ("agent", &["protocol", "llm", "state", "tools"]),

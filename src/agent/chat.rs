@@ -78,89 +78,6 @@ impl ChatAgent {
     }
 }
 
-/// The tools of one run: the server's (as its sources list them now) and the client's.
-struct RunTools {
-    server_tools: ToolRegistry,
-    client_tools: HashSet<String>,
-    /// What the model is offered: the server tools, then the client tools.
-    specs: Vec<ToolSpec>,
-}
-
-impl ChatAgent {
-    /// The run's tools: the server's, and the client's after their names are checked and a
-    /// clash with a server tool is settled by the agent's `tool_name_clash` policy.
-    fn tools_for_run(&self, requested: &[crate::protocol::Tool]) -> Result<RunTools, AgentError> {
-        let mut server_tools = self.tools.for_run();
-        let mut client_tools: HashSet<String> = HashSet::new();
-        let mut client_specs: Vec<ToolSpec> = Vec::new();
-        for tool in requested {
-            if !tools::is_valid_tool_name(&tool.name) {
-                return Err(AgentError::InvalidInput {
-                    code: "invalid_tool",
-                    message: format!(
-                        "tool name `{}` is not valid: use 1 to 64 ASCII letters, digits, `_` or `-`",
-                        tool.name.chars().take(80).collect::<String>()
-                    ),
-                });
-            }
-            if server_tools.contains(&tool.name) {
-                match self.config.tool_name_clash {
-                    ToolNameClash::PreferServer => {
-                        tracing::debug!(tool = %tool.name, "client tool shadowed by the server tool of the same name");
-                        continue;
-                    }
-                    ToolNameClash::PreferClient => {
-                        server_tools = server_tools.without(&tool.name);
-                    }
-                    ToolNameClash::Reject => {
-                        return Err(AgentError::InvalidInput {
-                            code: "tool_name_clash",
-                            message: format!(
-                                "the client tool `{}` has the name of a server tool of agent `{}`",
-                                tool.name, self.config.name
-                            ),
-                        });
-                    }
-                }
-            }
-            if client_tools.insert(tool.name.clone()) {
-                client_specs.push(client_spec(tool));
-            }
-        }
-        let mut specs: Vec<ToolSpec> = server_tools
-            .registered()
-            .map(|registered| {
-                let definition = registered.tool.definition();
-                ToolSpec {
-                    name: definition.name.clone(),
-                    description: definition.description.clone(),
-                    parameters: Arc::clone(registered.parameters()),
-                }
-            })
-            .collect();
-        specs.extend(client_specs);
-        Ok(RunTools {
-            server_tools,
-            client_tools,
-            specs,
-        })
-    }
-}
-
-/// A client tool as the model is offered it; no parameters (or `{}`) means an empty object.
-fn client_spec(tool: &crate::protocol::Tool) -> ToolSpec {
-    ToolSpec {
-        name: tool.name.clone(),
-        description: tool.description.clone(),
-        parameters: Arc::new(
-            tool.parameters
-                .clone()
-                .filter(|p| p.as_object().is_some_and(|o| !o.is_empty()))
-                .unwrap_or_else(tools::empty_object_schema),
-        ),
-    }
-}
-
 impl Agent for ChatAgent {
     fn run(&self, request: RunRequest) -> Result<AgentStream, AgentError> {
         let RunTools {
@@ -211,6 +128,7 @@ impl Agent for ChatAgent {
             queue: TurnUpdates::new(),
             phase: Phase::CallModel,
             progress: None,
+            tool_events: None,
             activities: None,
             // The pump calls `run` inside the run's span.
             run_span: tracing::Span::current(),
@@ -264,6 +182,9 @@ struct RunState {
     /// Made when the run first calls a server tool: most runs call none, and the channel's
     /// first block of slots is 3 KB.
     progress: Option<tools::ProgressChannel>,
+    /// Made when the run first calls a server tool, like `progress`: the events its tools put
+    /// on the stream themselves.
+    tool_events: Option<tools::ToolEventChannel>,
     /// Made on the first progress report of a run whose agent sends activities.
     activities: Option<Box<ToolActivities>>,
     /// The run's span (`invoke_agent`), which sums the tokens of its model calls.
@@ -362,6 +283,11 @@ impl RunState {
                             self.queue.extend(events.into_iter().map(AgentUpdate::Event));
                         }
                         self.queue.push(AgentUpdate::ToolProgress(progress));
+                        self.phase = Phase::RunningTools { running, then_stop };
+                    }
+                    // Before the calls' results: a tool's events come before its result.
+                    Some(event) = next_tool_event(self.tool_events.as_mut()) => {
+                        self.queue.push(AgentUpdate::Event(event));
                         self.phase = Phase::RunningTools { running, then_stop };
                     }
                     finished = running.next() => match finished {
@@ -613,6 +539,11 @@ impl RunState {
             .get_or_insert_with(tools::ProgressChannel::new)
             .sender
             .clone();
+        let events = self
+            .tool_events
+            .get_or_insert_with(tools::ToolEventChannel::new)
+            .sender
+            .clone();
         let registered = self.server_tools.get(&call.name).cloned();
         let timeout = if self.config.background.runs(&call.name) {
             self.config.background.timeout()
@@ -628,6 +559,7 @@ impl RunState {
             state: Some(self.state.clone()),
             progress: Some(progress),
             input,
+            events: Some(events),
         };
         let span = trace::tool_span(&call);
         let traced = span.clone();
@@ -785,11 +717,13 @@ mod activities;
 mod background;
 mod model;
 mod prompt;
+mod run_tools;
 mod state_rules;
 mod turn;
-use activities::{next_progress, Ending, ToolActivities};
+use activities::{next_progress, next_tool_event, Ending, ToolActivities};
 pub use background::RESULT_TOOL as BACKGROUND_RESULT_TOOL;
 pub use model::{agent_model, AgentModel};
+use run_tools::RunTools;
 use turn::{Turn, TurnCall, TurnOutput, TurnUpdates};
 
 #[cfg(test)]

@@ -274,6 +274,7 @@ async fn call_tool(
         run_id: caller.run_id,
         state: None,
         progress: None,
+        events: None,
         input: None,
     };
     server

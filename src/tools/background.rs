@@ -562,6 +562,7 @@ mod tests {
             tool_call_id: "c".into(),
             state: None,
             progress: None,
+            events: None,
             input: None,
         };
         let other = tool

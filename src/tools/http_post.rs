@@ -289,6 +289,7 @@ mod tests {
             tool_call_id: "call_1".into(),
             state: None,
             progress: Some(sender),
+            events: None,
             input: None,
         }
     }

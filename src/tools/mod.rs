@@ -25,6 +25,7 @@ use std::time::Duration;
 use futures_util::future::BoxFuture;
 use serde_json::Value;
 
+use crate::protocol::EventBody;
 use crate::settings::{ToolKindSettings, ToolSettings};
 pub use http_post::HttpPostTool;
 pub use input_request::{InputAnswers, InputQuestion, InputRequired, MAX_CARRIED_BYTES};
@@ -150,6 +151,11 @@ pub struct ToolContext {
     pub progress: Option<tokio::sync::mpsc::Sender<ToolProgress>>,
     /// The user's answers, when the call is retried after it asked ([`ToolError::NeedsInput`]).
     pub input: Option<Box<InputAnswers>>,
+    /// Where the tool may put AG-UI events of its own on the run's stream while it runs (an
+    /// inner model call's tool call, a child agent's events), in the order sent and before the
+    /// call's result. Bounded: a send waits while the stream is behind, so a tool that talks
+    /// faster than the client reads is slowed, not buffered. Closed once the run is over.
+    pub events: Option<tokio::sync::mpsc::Sender<EventBody>>,
 }
 
 impl ToolContext {
@@ -189,6 +195,29 @@ impl ProgressChannel {
 impl Default for ProgressChannel {
     fn default() -> Self {
         ProgressChannel::new()
+    }
+}
+
+/// One run's channel for the events its running tools put on the stream ([`ToolContext::events`]).
+#[derive(Debug)]
+pub struct ToolEventChannel {
+    pub sender: tokio::sync::mpsc::Sender<EventBody>,
+    pub receiver: tokio::sync::mpsc::Receiver<EventBody>,
+}
+
+impl ToolEventChannel {
+    /// Events held before a sending tool waits for the stream.
+    const BACKLOG: usize = 32;
+
+    pub fn new() -> Self {
+        let (sender, receiver) = tokio::sync::mpsc::channel(Self::BACKLOG);
+        ToolEventChannel { sender, receiver }
+    }
+}
+
+impl Default for ToolEventChannel {
+    fn default() -> Self {
+        ToolEventChannel::new()
     }
 }
 

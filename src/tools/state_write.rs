@@ -103,6 +103,7 @@ mod tests {
     fn context(state: Value) -> ToolContext {
         ToolContext {
             progress: None,
+            events: None,
             input: None,
             scope: "s".into(),
             agent: "a".into(),

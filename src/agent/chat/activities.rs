@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use serde_json::{json, Map, Value};
 
 use crate::protocol::{ActivityDelta, ActivitySnapshot, EventBody};
-use crate::tools::{ProgressChannel, ToolActivity, ToolProgress};
+use crate::tools::{self, ProgressChannel, ToolActivity, ToolProgress};
 
 /// The activity type of a tool call's progress.
 pub(super) const ACTIVITY_TYPE: &str = "agui-host.tool";
@@ -161,6 +161,14 @@ pub(super) fn result_activity(tool_call_id: &str, activity: ToolActivity) -> Eve
 /// The next progress report of a run's server tools; `None` when no tool has run (the select
 /// branch waiting on it is then disabled).
 pub(super) async fn next_progress(channel: Option<&mut ProgressChannel>) -> Option<ToolProgress> {
+    channel?.receiver.recv().await
+}
+
+/// The next event a running tool put on the stream; `None` when no tool has run, like
+/// [`next_progress`].
+pub(super) async fn next_tool_event(
+    channel: Option<&mut tools::ToolEventChannel>,
+) -> Option<EventBody> {
     channel?.receiver.recv().await
 }
 

@@ -329,6 +329,7 @@ impl RunState {
             model: Some(self.model.clone()),
             messages: self.history.clone(),
             tools: self.tool_specs.clone(),
+            forced_tool: None,
         };
         let (provider, _) = self.provider_and_model();
         let target = self.llm.call_target();

@@ -83,6 +83,9 @@ impl MessagesOptions {
             }
             body.insert("tools".into(), Value::Array(tools));
         }
+        if let (Some(name), 0) = (&request.forced_tool, thinking) {
+            body.insert("tool_choice".into(), json!({"type": "tool", "name": name}));
+        }
         if thinking > 0 {
             body.insert(
                 "thinking".into(),

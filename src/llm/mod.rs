@@ -166,6 +166,9 @@ pub struct ChatRequest {
     pub model: Option<String>,
     pub messages: Vec<ChatMessage>,
     pub tools: Vec<ToolSpec>,
+    /// The one tool the model must call (`tool_choice` naming a function). Anthropic models
+    /// with extended thinking accept no forced choice, so there it is left to the model.
+    pub forced_tool: Option<String>,
 }
 
 /// What a model stream yields.

@@ -333,6 +333,12 @@ impl HttpBackend {
                 object.remove("model");
             }
         }
+        if let (Some(name), Some(object)) = (&request.forced_tool, value.as_object_mut()) {
+            object.insert(
+                "tool_choice".into(),
+                serde_json::json!({"type": "function", "function": {"name": name}}),
+            );
+        }
         serde_json::to_vec(&value)
             .map_err(|e| LlmError::Config(format!("could not serialize the request: {e}")))
     }

@@ -64,6 +64,12 @@ impl ResponsesOptions {
                 Value::Array(request.tools.iter().map(wire_tool).collect()),
             );
         }
+        if let Some(name) = &request.forced_tool {
+            body.insert(
+                "tool_choice".into(),
+                json!({"type": "function", "name": name}),
+            );
+        }
         if let Some(temperature) = temperature {
             body.insert("temperature".into(), json!(temperature));
         }

@@ -24,6 +24,7 @@ fn body(history: Vec<ChatMessage>, thinking: u32) -> Value {
             parameters: json!({"type": "object", "properties": {"city": {"type": "string"}}})
                 .into(),
         }],
+        forced_tool: None,
     };
     options(thinking).request_body(&request, "claude-test".into(), Some(0.2), None)
 }
@@ -347,4 +348,27 @@ fn a_body_cut_before_the_stop_is_a_cut_stream_and_after_it_is_complete() {
             .map_err(LlmError::code),
         Err("upstream_malformed")
     );
+}
+
+#[test]
+fn a_forced_tool_is_named_unless_the_model_thinks() {
+    let forced = |thinking: u32| {
+        let request = ChatRequest {
+            messages: vec![ChatMessage::user_text("hi")],
+            tools: vec![ToolSpec {
+                name: "render".into(),
+                description: String::new(),
+                parameters: json!({"type": "object"}).into(),
+            }],
+            forced_tool: Some("render".into()),
+            ..ChatRequest::default()
+        };
+        options(thinking).request_body(&request, "claude-test".into(), None, None)
+    };
+    assert_eq!(
+        forced(0)["tool_choice"],
+        json!({"type": "tool", "name": "render"})
+    );
+    // Extended thinking refuses a forced choice: the prompt asks for the call instead.
+    assert!(forced(1024).get("tool_choice").is_none());
 }

@@ -24,6 +24,7 @@ fn request(messages: Vec<ChatMessage>, tools: Vec<ToolSpec>) -> ChatRequest {
         model: None,
         messages,
         tools,
+        forced_tool: None,
     }
 }
 

@@ -189,6 +189,7 @@ fn hello_request() -> ChatRequest {
         model: None,
         messages: vec![ChatMessage::user_text("hi")],
         tools: vec![],
+        forced_tool: None,
     }
 }
 
@@ -313,6 +314,7 @@ fn every_message_kind_request() -> ChatRequest {
                 parameters: Value::Null.into(),
             },
         ],
+        forced_tool: None,
     }
 }
 
@@ -983,4 +985,28 @@ async fn a_merged_delta_stops_at_the_limit() {
     // Three pieces fit under the limit, a fourth would not.
     const { assert!(body::MERGED_DELTA_LIMIT >= 15_000 && body::MERGED_DELTA_LIMIT < 20_000) };
     assert_eq!(sizes, [15_000, 10_000]);
+}
+
+#[test]
+fn a_forced_tool_is_named_in_tool_choice() {
+    let backend = HttpBackend::new(
+        &settings_for("127.0.0.1:9".parse().expect("addr")),
+        Flavor::OpenAi,
+    )
+    .expect("backend");
+    let mut request = every_message_kind_request();
+    request.forced_tool = Some("f".into());
+    let body: Value =
+        serde_json::from_slice(&backend.request_body(&request).expect("body")).expect("json");
+    assert_eq!(
+        body["tool_choice"],
+        json!({"type": "function", "function": {"name": "f"}})
+    );
+    let unforced: Value = serde_json::from_slice(
+        &backend
+            .request_body(&every_message_kind_request())
+            .expect("body"),
+    )
+    .expect("json");
+    assert!(unforced.get("tool_choice").is_none(), "{unforced}");
 }

@@ -24,6 +24,7 @@ fn body(options: &ResponsesOptions, history: Vec<ChatMessage>) -> Value {
             description: "Weather".into(),
             parameters: serde_json::Value::Null.into(),
         }],
+        forced_tool: None,
     };
     options.request_body(&request, "o4-mini".into(), None, Some(500))
 }
@@ -213,5 +214,19 @@ fn arguments_sent_only_when_done_are_not_lost_and_limits_and_failures_are_coded(
             .and_then(|e| e.as_ref().err())
             .map(LlmError::code),
         Some("upstream_stream_cut")
+    );
+}
+
+#[test]
+fn a_forced_tool_is_named_in_tool_choice() {
+    let request = ChatRequest {
+        messages: vec![ChatMessage::user_text("hi")],
+        forced_tool: Some("get_weather".into()),
+        ..ChatRequest::default()
+    };
+    let body = options("", "").request_body(&request, "gpt-5".into(), None, None);
+    assert_eq!(
+        body["tool_choice"],
+        json!({"type": "function", "name": "get_weather"})
     );
 }

@@ -699,6 +699,7 @@ fn validate_agent(name: &str, agent: &AgentSettings) -> Result<(), SettingsError
     }
     agent.validate_mcp_servers(name)?;
     agent.validate_background_tools(name)?;
+    agent.validate_a2ui(name)?;
     let mut seen = std::collections::BTreeSet::new();
     for tool in &agent.tools {
         if !seen.insert(tool.name.as_str()) {

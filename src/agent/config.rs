@@ -143,3 +143,44 @@ pub enum ToolNameClash {
     /// The request is refused with a 422 naming the tool.
     Reject,
 }
+
+/// When the model is offered `generate_a2ui`, the tool that designs an A2UI surface with a
+/// model call of its own.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum A2uiGenerate {
+    /// When the client's A2UI middleware asks for it (`forwardedProps.injectA2UITool`, as
+    /// CopilotKit's runtime sends when its `a2ui` option is on).
+    #[default]
+    WhenAsked,
+    Always,
+    Never,
+}
+
+/// `[agents.<name>.a2ui]`: how `generate_a2ui` designs a surface.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct A2uiSettings {
+    pub generate: A2uiGenerate,
+    /// Model calls for one surface: the first, and retries told what was wrong (1 to 10).
+    pub max_attempts: u32,
+    /// Longest one `generate_a2ui` call may take, all its attempts together.
+    pub timeout_secs: u64,
+    /// The catalog a new surface names. Absent: the one the client registered (sent in the
+    /// run's context), else A2UI's basic catalog.
+    pub catalog_id: Option<String>,
+    /// Replaces the built-in instructions for designing a surface.
+    pub guidelines: Option<String>,
+}
+
+impl Default for A2uiSettings {
+    fn default() -> Self {
+        A2uiSettings {
+            generate: A2uiGenerate::WhenAsked,
+            max_attempts: 3,
+            timeout_secs: 120,
+            catalog_id: None,
+            guidelines: None,
+        }
+    }
+}

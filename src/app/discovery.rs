@@ -182,7 +182,7 @@ fn state_capabilities(agent: &AgentSettings) -> StateCapabilities {
         ToolKindSettings::Static { state, .. } => state.is_some(),
         ToolKindSettings::State { .. } => true,
         ToolKindSettings::Http { envelope, .. } => *envelope,
-        ToolKindSettings::Input { .. } => false,
+        ToolKindSettings::Input { .. } | ToolKindSettings::A2ui { .. } => false,
     });
     let writes = tool_writes_state
         || !agent.state.from_tools.is_empty()

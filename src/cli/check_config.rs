@@ -156,6 +156,7 @@ fn describe_tool(tool: &ToolSettings) -> String {
             format!("state (argument {argument} -> key {key})")
         }
         ToolKindSettings::Http { url, .. } => format!("http (POST {url})"),
+        ToolKindSettings::A2ui { surface_id, .. } => format!("a2ui (surface {surface_id})"),
         ToolKindSettings::Input {
             response_schema, ..
         } => {

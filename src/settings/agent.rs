@@ -9,8 +9,9 @@ use serde_json::Value;
 
 use super::SettingsError;
 pub use crate::agent::config::{
-    ApprovalPolicySetting, ApprovalSettings, FixedApproval, ResultStateKind, StateSettings,
-    ToolNameClash, ToolStateRule, ToolStateSource, DEFAULT_STATE_PROMPT,
+    A2uiGenerate, A2uiSettings, ApprovalPolicySetting, ApprovalSettings, FixedApproval,
+    ResultStateKind, StateSettings, ToolNameClash, ToolStateRule, ToolStateSource,
+    DEFAULT_STATE_PROMPT,
 };
 
 /// One agent: its prompt, its server-side tools and its limits.
@@ -68,6 +69,9 @@ pub struct AgentSettings {
     /// result. On by default; `status` can publish them into the shared state as well.
     #[serde(default = "default_tool_activities")]
     pub tool_activities: bool,
+    /// `generate_a2ui`: when it is offered, and how it designs a surface (`docs/a2ui.md`).
+    #[serde(default)]
+    pub a2ui: A2uiSettings,
     /// Background tasks (tools with `background = true`) of one thread, running or holding a
     /// result its next run has not read yet; a call over the limit fails.
     #[serde(default = "default_max_background_tasks_per_thread")]
@@ -218,6 +222,17 @@ pub enum ToolKindSettings {
         /// What the model reads when the user cancels the question.
         #[serde(default)]
         cancelled_result: Option<String>,
+    },
+    /// Shows a fixed A2UI surface: `components` (a flat A2UI v0.9 component array with a
+    /// `root`) whose data model is the call's arguments. The result carries the surface's
+    /// operations (`a2ui_operations`), which a client's A2UI middleware paints.
+    A2ui {
+        surface_id: String,
+        /// The catalog the components come from; the client must have registered it.
+        /// Absent: A2UI's basic catalog.
+        #[serde(default)]
+        catalog_id: Option<String>,
+        components: Value,
     },
     /// POSTs the arguments as JSON to `url`; the JSON answer is the result.
     Http {
@@ -410,6 +425,29 @@ impl AgentSettings {
                     "agents.{agent}: max_background_tasks, max_background_tasks_per_thread and background_timeout_secs must be at least 1 for its background tools"
                 )));
             }
+        }
+        Ok(())
+    }
+
+    /// Checks `[agents.<name>.a2ui]`: attempts and a time that let one surface be made, and no
+    /// configured tool under the name the generator takes.
+    pub(super) fn validate_a2ui(&self, agent: &str) -> Result<(), SettingsError> {
+        let a2ui = &self.a2ui;
+        if !(1..=10).contains(&a2ui.max_attempts) || a2ui.timeout_secs == 0 {
+            return Err(SettingsError::Invalid(format!(
+                "agents.{agent}.a2ui: max_attempts must be 1 to 10 and timeout_secs at least 1"
+            )));
+        }
+        let generates = a2ui.generate != A2uiGenerate::Never;
+        if let Some(tool) = self
+            .tools
+            .iter()
+            .find(|tool| generates && tool.name == "generate_a2ui")
+        {
+            return Err(SettingsError::Invalid(format!(
+                "agents.{agent}.tools `{}`: the name is the server's own A2UI generator; rename the tool or set a2ui.generate = \"never\"",
+                tool.name
+            )));
         }
         Ok(())
     }

@@ -1,5 +1,5 @@
 //! Server-side tools: the [`Tool`] trait, the per-agent [`ToolRegistry`], and the declarative
-//! tool kinds that configuration can create: `static`, `state`, `http` and `input`.
+//! tool kinds that configuration can create: `static`, `state`, `http`, `input` and `a2ui`.
 //!
 //! A tool receives arguments the *model* wrote from a conversation the *client* sent: both are
 //! untrusted. The registry validates arguments against the tool's JSON Schema before the tool
@@ -9,6 +9,7 @@
 //! A tool answers with a [`ToolOutput`]: the content the model (and the UI) sees, and optionally
 //! a [`StateUpdate`] for the shared state, like a LangGraph `Command(update=...)`.
 
+pub mod a2ui;
 pub mod background;
 mod http_post;
 mod input_request;
@@ -454,6 +455,24 @@ impl ToolRegistry {
                         confirmation,
                     )
                     .with_update(*update),
+                ),
+                ToolKindSettings::A2ui {
+                    surface_id,
+                    catalog_id,
+                    components,
+                } => Arc::new(
+                    a2ui::FixedSurfaceTool::new(
+                        &tool.name,
+                        &tool.description,
+                        parameters,
+                        surface_id,
+                        catalog_id.as_deref(),
+                        components.clone(),
+                    )
+                    .map_err(|message| ToolSetupError::Invalid {
+                        tool: tool.name.clone(),
+                        message,
+                    })?,
                 ),
                 ToolKindSettings::Input { .. } => Arc::new(UserInputTool::new(
                     &tool.name,

@@ -58,6 +58,8 @@ pub struct ChatAgentConfig {
     pub tool_activities: bool,
     /// The tools whose calls run as background tasks, and those tasks (`chat/background.rs`).
     pub background: tools::background::BackgroundTasks,
+    /// When `generate_a2ui` is offered and how it designs a surface (`chat/a2ui.rs`).
+    pub a2ui: super::config::A2uiSettings,
 }
 
 /// The base agent. Cheap to share: everything is behind `Arc` or `Clone`.
@@ -80,11 +82,12 @@ impl ChatAgent {
 
 impl Agent for ChatAgent {
     fn run(&self, request: RunRequest) -> Result<AgentStream, AgentError> {
+        let a2ui = A2uiRun::for_run(&self.config.a2ui, &request).map(Arc::new);
         let RunTools {
             server_tools,
             client_tools,
             specs: tool_specs,
-        } = self.tools_for_run(&request.tools)?;
+        } = self.tools_for_run(&request.tools, a2ui.as_deref())?;
 
         // Calls a person decided on are answered below, not by the history repair.
         let decided: HashSet<String> = request
@@ -98,7 +101,7 @@ impl Agent for ChatAgent {
                 &request.prompt_sections,
                 &request.context,
             )),
-            &request.messages,
+            &a2ui::without_inner_renders(&request.messages),
             &decided,
         );
         if !history
@@ -129,6 +132,7 @@ impl Agent for ChatAgent {
             phase: Phase::CallModel,
             progress: None,
             tool_events: None,
+            a2ui,
             activities: None,
             // The pump calls `run` inside the run's span.
             run_span: tracing::Span::current(),
@@ -185,6 +189,8 @@ struct RunState {
     /// Made when the run first calls a server tool, like `progress`: the events its tools put
     /// on the stream themselves.
     tool_events: Option<tools::ToolEventChannel>,
+    /// The run's `generate_a2ui`, when it offers one.
+    a2ui: Option<Arc<A2uiRun>>,
     /// Made on the first progress report of a run whose agent sends activities.
     activities: Option<Box<ToolActivities>>,
     /// The run's span (`invoke_agent`), which sums the tokens of its model calls.
@@ -292,6 +298,13 @@ impl RunState {
                     }
                     finished = running.next() => match finished {
                         Some(outcome) => {
+                            // What the call sent in the poll that finished it is still in
+                            // the channel, and goes before its result.
+                            if let Some(channel) = self.tool_events.as_mut() {
+                                while let Ok(event) = channel.receiver.try_recv() {
+                                    self.queue.push(AgentUpdate::Event(event));
+                                }
+                            }
                             let asked = self.finish_tool_call(outcome);
                             let then_stop = then_stop || asked;
                             self.phase = Phase::RunningTools { running, then_stop };
@@ -462,6 +475,10 @@ impl RunState {
         // the server tools of this turn.
         let mut waits_for_client = false;
         for call in calls {
+            if call.name == a2ui::GENERATE_TOOL && self.a2ui.is_some() {
+                running.push_back(self.generate_surface(call, parent_message_id.clone()));
+                continue;
+            }
             if self.client_tools.contains(&call.name) {
                 waits_for_client = true;
                 continue;
@@ -714,6 +731,7 @@ fn parse_arguments(text: &str) -> Result<Value, ToolError> {
         .map_err(|e| ToolError::InvalidArguments(format!("the arguments are not valid JSON ({e})")))
 }
 
+mod a2ui;
 mod activities;
 mod background;
 mod model;
@@ -721,6 +739,7 @@ mod prompt;
 mod run_tools;
 mod state_rules;
 mod turn;
+use a2ui::A2uiRun;
 use activities::{next_progress, next_tool_event, Ending, ToolActivities};
 pub use background::RESULT_TOOL as BACKGROUND_RESULT_TOOL;
 pub use model::{agent_model, AgentModel};

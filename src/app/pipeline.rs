@@ -82,6 +82,7 @@ pub(crate) fn build(
         rejected_message: settings.approval.rejected_message.clone(),
         tool_activities: settings.tool_activities,
         background,
+        a2ui: settings.a2ui.clone(),
     };
     let mut agent: Arc<dyn Agent> = Arc::new(ChatAgent::new(llm, config, tools.clone()));
     // Right above the chat agent: it needs the raw tool-call events (arguments as they stream,

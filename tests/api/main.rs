@@ -42,6 +42,7 @@ mod postgres_server;
 mod redis_server;
 mod verify;
 
+mod a2ui;
 mod activities;
 mod anthropic;
 mod approvals;

@@ -1,9 +1,11 @@
 //! The tools of one run: the agent's server tools as their sources list them now, and the
-//! client's, checked and with a name clash settled by the agent's `tool_name_clash`.
+//! client's, checked and with a name clash settled by the agent's `tool_name_clash`; and the
+//! run's `generate_a2ui` when it offers one.
 
 use std::collections::HashSet;
 use std::sync::Arc;
 
+use super::a2ui::{A2uiRun, GENERATE_TOOL};
 use super::ChatAgent;
 use crate::agent::config::ToolNameClash;
 use crate::agent::AgentError;
@@ -24,6 +26,7 @@ impl ChatAgent {
     pub(super) fn tools_for_run(
         &self,
         requested: &[crate::protocol::Tool],
+        a2ui: Option<&A2uiRun>,
     ) -> Result<RunTools, AgentError> {
         let mut server_tools = self.tools.for_run();
         let mut client_tools: HashSet<String> = HashSet::new();
@@ -37,6 +40,13 @@ impl ChatAgent {
                         tool.name.chars().take(80).collect::<String>()
                     ),
                 });
+            }
+            // The generator calls the client's render tool itself, and its own name is the
+            // server's: neither is the run's model's to call as a client tool.
+            if a2ui
+                .is_some_and(|a2ui| tool.name == a2ui.render_tool() || tool.name == GENERATE_TOOL)
+            {
+                continue;
             }
             if server_tools.contains(&tool.name) {
                 match self.config.tool_name_clash {
@@ -73,6 +83,9 @@ impl ChatAgent {
                 }
             })
             .collect();
+        if a2ui.is_some() {
+            specs.push(A2uiRun::spec());
+        }
         specs.extend(client_specs);
         Ok(RunTools {
             server_tools,

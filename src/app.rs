@@ -394,8 +394,22 @@ fn agent_tools(settings: &Settings, extra_tools: &ExtraTools) -> BTreeMap<String
                 .into_iter()
                 .flatten()
                 .map(|tool| tool.definition().name.clone());
+            // The calls the server makes of its own: their results are the server's too.
+            let background = agent.tools.iter().any(|tool| tool.background);
+            let own = [
+                (background, crate::agent::BACKGROUND_RESULT_TOOL),
+                (background, crate::tools::background::CANCEL_TOOL),
+                (
+                    agent.a2ui.generate != crate::settings::A2uiGenerate::Never,
+                    crate::agent::GENERATE_A2UI_TOOL,
+                ),
+            ];
+            let own = own
+                .into_iter()
+                .filter(|(offered, _)| *offered)
+                .map(|(_, name)| name.to_owned());
             let tools = AgentTools {
-                server_tools: configured.chain(registered).collect(),
+                server_tools: configured.chain(registered).chain(own).collect(),
                 server_tool_prefixes: agent
                     .mcp_servers
                     .iter()

@@ -740,6 +740,7 @@ mod run_tools;
 mod state_rules;
 mod turn;
 use a2ui::A2uiRun;
+pub use a2ui::GENERATE_TOOL as GENERATE_A2UI_TOOL;
 use activities::{next_progress, next_tool_event, Ending, ToolActivities};
 pub use background::RESULT_TOOL as BACKGROUND_RESULT_TOOL;
 pub use model::{agent_model, AgentModel};

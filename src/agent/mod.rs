@@ -51,7 +51,9 @@ use crate::protocol::{
     TokenUsage,
 };
 
-pub use chat::{agent_model, AgentModel, ChatAgent, ChatAgentConfig, BACKGROUND_RESULT_TOOL};
+pub use chat::{
+    agent_model, AgentModel, ChatAgent, ChatAgentConfig, BACKGROUND_RESULT_TOOL, GENERATE_A2UI_TOOL,
+};
 pub use history::{to_chat_messages, SYNTHETIC_MISSING_RESULT};
 pub use ledger::{ClaimError, DecisionClaims};
 #[cfg(test)]

@@ -42,7 +42,7 @@ use crate::tools::a2ui::{self, Catalog, Problem};
 use crate::tools::{self, ToolError, ToolOutput};
 
 /// The generator's name, as the model is offered it.
-pub(super) const GENERATE_TOOL: &str = "generate_a2ui";
+pub const GENERATE_TOOL: &str = "generate_a2ui";
 /// The inner call's tool, unless the client's middleware named its own.
 const RENDER_TOOL: &str = "render_a2ui";
 /// The ids of inner calls start with this, which tells them apart in a later run's history.

@@ -34,7 +34,7 @@ use tracing::Instrument;
 
 use super::{parse_arguments, RunState, ToolCallOutcome};
 use crate::agent::config::{A2uiGenerate, A2uiSettings};
-use crate::agent::trace;
+use crate::agent::trace::{self, ModelCallTrace};
 use crate::agent::{new_id, AgentError, RunRequest};
 use crate::llm::{ChatMessage, ChatRequest, ChatToolCall, LlmClient, LlmEvent, ToolSpec};
 use crate::protocol::{EventBody, Message, ToolResultContent};
@@ -285,6 +285,7 @@ impl RunState {
         let generation = Generation {
             llm: self.llm.clone(),
             model: self.model.clone(),
+            thread_id: self.thread_id.clone(),
             run: self.a2ui.clone(),
             events,
             parent_message_id: parent_message_id.clone(),
@@ -315,6 +316,7 @@ impl RunState {
 struct Generation {
     llm: LlmClient,
     model: String,
+    thread_id: String,
     run: Option<Arc<A2uiRun>>,
     events: Sender<EventBody>,
     parent_message_id: String,
@@ -430,7 +432,11 @@ impl Generation {
         prior: Option<(&str, &a2ui::PriorSurface)>,
         deadline: Instant,
     ) -> Result<Attempt, ToolError> {
-        let mut stream = self.llm.stream_chat(request);
+        // A model call like the run's: its own span (under the tool's), metrics and tokens.
+        let target = self.llm.call_target();
+        let mut trace =
+            ModelCallTrace::start(self.llm.provider_id(), &self.thread_id, &target, &request);
+        let mut stream = trace.traced_events(self.llm.stream_chat(request));
         let call_id = format!("{RENDER_ID_PREFIX}{}", new_id("call"));
         let mut index = None;
         let mut arguments = String::new();
@@ -447,18 +453,24 @@ impl Generation {
                 None => break,
                 Some(Err(error)) => {
                     let error = AgentError::from(error);
+                    trace.on_error(error.code());
                     failure = Some(problem(
                         "model_error",
                         format!("the model call failed: {}", error.public_message()),
                     ));
                     break;
                 }
-                Some(Ok(LlmEvent::ToolCallDelta {
-                    index: at,
-                    name,
-                    arguments: fragment,
-                    ..
-                })) => {
+                Some(Ok(event)) => {
+                    trace.on_event(&event);
+                    let LlmEvent::ToolCallDelta {
+                        index: at,
+                        name,
+                        arguments: fragment,
+                        ..
+                    } = event
+                    else {
+                        continue;
+                    };
                     if index.is_none() && name.as_deref() == Some(run.render_tool.as_str()) {
                         index = Some(at);
                         self.send(EventBody::tool_call_start(
@@ -482,10 +494,19 @@ impl Generation {
                     self.send(EventBody::tool_call_args(call_id.clone(), fragment))
                         .await?;
                 }
-                Some(Ok(_)) => {}
             }
         }
         drop(stream);
+        if failure.is_none() {
+            let call = index.map(|_| {
+                (
+                    call_id.as_str(),
+                    Some(run.render_tool.as_str()),
+                    arguments.as_str(),
+                )
+            });
+            trace.on_answer("", call.into_iter());
+        }
         if index.is_none() {
             let missing = problem(
                 "empty_components",

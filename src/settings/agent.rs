@@ -195,6 +195,10 @@ pub enum ToolKindSettings {
         result: Value,
         #[serde(default)]
         state: Option<Value>,
+        /// Milliseconds the call takes before it answers, as a slow service would (demos of
+        /// progress, cancellation and background tools).
+        #[serde(default)]
+        delay_ms: u64,
     },
     /// Writes an argument (or all arguments, with `argument = "*"`) to the state key `key` and
     /// returns `confirmation` to the model.

@@ -423,7 +423,11 @@ impl ToolRegistry {
         for tool in tools {
             let parameters = tool.parameters.clone().unwrap_or_else(empty_object_schema);
             let built: Arc<dyn Tool> = match &tool.kind {
-                ToolKindSettings::Static { result, state } => {
+                ToolKindSettings::Static {
+                    result,
+                    state,
+                    delay_ms,
+                } => {
                     let state = state
                         .clone()
                         .map(StateUpdate::from_envelope)
@@ -432,13 +436,16 @@ impl ToolRegistry {
                             tool: tool.name.clone(),
                             message: e.to_string(),
                         })?;
-                    Arc::new(StaticResultTool::new(
-                        &tool.name,
-                        &tool.description,
-                        parameters,
-                        result.clone(),
-                        state,
-                    ))
+                    Arc::new(
+                        StaticResultTool::new(
+                            &tool.name,
+                            &tool.description,
+                            parameters,
+                            result.clone(),
+                            state,
+                        )
+                        .with_delay(Duration::from_millis(*delay_ms)),
+                    )
                 }
                 ToolKindSettings::State {
                     key,

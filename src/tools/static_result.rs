@@ -1,6 +1,9 @@
 //! The `static` tool kind: returns a configured JSON value, whatever the arguments, and may
 //! update the state with a configured update. Enough to serve a `get_weather`-style backend
-//! tool, or to initialise a state, in demos and tests without writing code.
+//! tool, or to initialise a state, in demos and tests without writing code. It may take a
+//! configured time to answer, as a slow service would.
+
+use std::time::Duration;
 
 use futures_util::future::BoxFuture;
 use futures_util::FutureExt;
@@ -13,6 +16,7 @@ pub struct StaticResultTool {
     definition: ToolDefinition,
     result: Value,
     state: Option<StateUpdate>,
+    delay: Duration,
 }
 
 impl StaticResultTool {
@@ -27,7 +31,14 @@ impl StaticResultTool {
             definition: ToolDefinition::new(name, description, parameters),
             result,
             state,
+            delay: Duration::ZERO,
         }
+    }
+
+    /// Answers after `delay`, as a slow service would.
+    pub fn with_delay(mut self, delay: Duration) -> Self {
+        self.delay = delay;
+        self
     }
 }
 
@@ -41,11 +52,16 @@ impl Tool for StaticResultTool {
         _arguments: Value,
         _context: ToolContext,
     ) -> BoxFuture<'a, Result<ToolOutput, ToolError>> {
-        futures_util::future::ready(Ok(ToolOutput {
-            content: self.result.clone(),
-            state: self.state.clone(),
-            activity: None,
-        }))
+        async move {
+            if !self.delay.is_zero() {
+                tokio::time::sleep(self.delay).await;
+            }
+            Ok(ToolOutput {
+                content: self.result.clone(),
+                state: self.state.clone(),
+                activity: None,
+            })
+        }
         .boxed()
     }
 }

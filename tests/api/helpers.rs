@@ -71,6 +71,7 @@ pub(crate) fn static_tool(name: &str, result: Value) -> ToolSettings {
         kind: ToolKindSettings::Static {
             result,
             state: None,
+            delay_ms: 0,
         },
     }
 }

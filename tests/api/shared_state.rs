@@ -829,6 +829,7 @@ async fn call_with_invalid_arguments(arguments: &str) -> String {
             ToolKindSettings::Static {
                 result: json!({"forecast": SECRET_RESULT}),
                 state: None,
+                delay_ms: 0,
             },
         ));
     })

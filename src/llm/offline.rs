@@ -12,6 +12,9 @@
 //!   (`background` for `change_background`, `weather`, `haiku`, `steps` or `plan`, `recipe`,
 //!   `document`). Its arguments come from its JSON Schema with believable values derived from
 //!   the text after the name (see [`Generator`]), streamed in several fragments;
+//! - when the generator of A2UI surfaces (`generate_a2ui`) is offered and the text asks to
+//!   compare, show or display something, a call to it; a forced call of its `render_a2ui`
+//!   gets a canned surface (`offline/a2ui.rs`);
 //! - when the last user message has images, a reply that names them (it cannot see them);
 //! - otherwise a scripted reply that says how to configure a real model;
 //! - before any of these, a reasoning phase when the system prompt asks it to "think step by
@@ -23,6 +26,7 @@ use futures_util::stream::{self, BoxStream};
 use futures_util::StreamExt;
 use serde_json::{Map, Value};
 
+mod a2ui;
 mod chat_variants;
 
 use super::error::LlmError;
@@ -68,9 +72,28 @@ fn answer(request: &ChatRequest) -> Vec<LlmEvent> {
     let input_tokens: u64 = request.messages.iter().map(message_words).sum();
 
     let ordinal = previous_tool_calls(&request.messages) + 1;
+    let forced = request
+        .forced_tool
+        .as_ref()
+        .and_then(|name| request.tools.iter().find(|tool| &tool.name == name));
+    if let Some(tool) = forced {
+        let arguments = a2ui::render_arguments(request, tool).unwrap_or_else(|| {
+            let user_text = last_user_text(&request.messages);
+            Value::Object(Generator::new(&user_text, "").arguments(&tool.name, &tool.parameters))
+        });
+        return tool_call_reply(&tool.name, &arguments, ordinal, input_tokens);
+    }
     if let Some(ChatMessage::Tool { content, .. }) = request.messages.last() {
         if let Some((tool, arguments)) = next_progress_call(request) {
             return tool_call_reply(&tool.name, &arguments, ordinal, input_tokens);
+        }
+        if let Some(text) = a2ui::after_result(content) {
+            return text_reply(text, input_tokens);
+        }
+        let handle = serde_json::from_str::<Value>(content).ok();
+        if handle.is_some_and(|h| h["status"] == "started" && h["task"].is_string()) {
+            let text = "It is running in the background; its result comes with your next message.";
+            return text_reply(text, input_tokens);
         }
         let text = format!(
             "The tool returned: {}",
@@ -86,6 +109,10 @@ fn answer(request: &ChatRequest) -> Vec<LlmEvent> {
         let generator = Generator::new(&user_text, rest);
         let arguments = generator.arguments(&tool.name, &tool.parameters);
         return tool_call_reply(&tool.name, &Value::Object(arguments), ordinal, input_tokens);
+    }
+    if let Some(tool) = a2ui::view_asked(&request.tools, &user_text) {
+        let arguments = serde_json::json!({"intent": "create", "description": user_text.trim()});
+        return tool_call_reply(&tool.name, &arguments, ordinal, input_tokens);
     }
 
     let images = chat_variants::last_user_images(&request.messages);
@@ -210,6 +237,7 @@ fn next_progress_call(request: &ChatRequest) -> Option<(&ToolSpec, Value)> {
 
 /// Believable argument values for a tool call, derived from the user's words.
 ///
+/// - `examples`: the first;
 /// - `enum`: the value the text names, else the first;
 /// - arrays with an `items` schema: three items (fixed lines for a haiku's `japanese` and
 ///   `english`); without one, `[]`;
@@ -305,6 +333,14 @@ impl Generator {
     }
 
     fn value(&self, parent: &str, name: &str, schema: &Value, index: usize) -> Value {
+        // A schema's own example is the most believable value there is.
+        if let Some(example) = schema
+            .get("examples")
+            .and_then(Value::as_array)
+            .and_then(|examples| examples.first())
+        {
+            return example.clone();
+        }
         if let Some(values) = schema.get("enum").and_then(Value::as_array) {
             if let Some(first) = values.first() {
                 return values

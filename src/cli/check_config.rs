@@ -7,8 +7,9 @@ use std::fmt::Write as _;
 use std::process::ExitCode;
 
 use agui_host::settings::{
-    AgentSettings, ApprovalPolicySetting, FixedApproval, LlmSettings, ThreadStoreKind,
-    ToolKindSettings, ToolNameClash, ToolSettings, ToolStateSource, DEFAULT_PROFILE,
+    A2uiGenerate, AgentSettings, ApprovalPolicySetting, FixedApproval, LlmSettings,
+    ThreadStoreKind, ToolKindSettings, ToolNameClash, ToolSettings, ToolStateSource,
+    DEFAULT_PROFILE,
 };
 use agui_host::text::redact_url;
 use agui_host::{App, Settings};
@@ -135,6 +136,14 @@ fn describe_agent(out: &mut String, name: &str, agent: &AgentSettings, is_defaul
     }
     for tool in &agent.tools {
         let _ = writeln!(out, "    {}", describe_tool(tool));
+    }
+    // `when_asked`, the default, is left unsaid: every agent has it.
+    if agent.a2ui.generate == A2uiGenerate::Always {
+        let _ = writeln!(
+            out,
+            "  generate_a2ui: offered always; {} attempt(s) within {} s",
+            agent.a2ui.max_attempts, agent.a2ui.timeout_secs
+        );
     }
     describe_state(out, agent);
 }

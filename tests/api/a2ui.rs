@@ -268,6 +268,7 @@ async fn an_invalid_surface_is_retried_with_its_problems_and_never_the_result() 
     let retry = &app.fake.bodies()[2];
     let system = retry["messages"][0]["content"].as_str().unwrap();
     assert!(system.contains("unresolved_child"), "{system}");
+    assert!(system.contains("Previous attempt was invalid"), "{system}");
     assert!(system.contains("'card'"), "{system}");
     let envelope: Value = serde_json::from_str(result_of(&events, "call_gen")).unwrap();
     assert_eq!(

@@ -357,11 +357,15 @@ impl Generation {
                 Some((id.to_owned(), prior))
             }
         };
-        let prompt = run.prompt(prior.as_ref().map(|(id, p)| (id.as_str(), p)));
-        let mut ask = format!("Call `{}` now.", run.render_tool);
-        for (key, label) in [("description", "Show"), ("changes", "Change")] {
+        // What to show goes in the instructions, not in a message of its own: the
+        // conversation's last message stays the user's (or a tool's), as it was for the call.
+        let mut prompt = run.prompt(prior.as_ref().map(|(id, p)| (id.as_str(), p)));
+        for (key, heading) in [
+            ("description", "What to show"),
+            ("changes", "What to change"),
+        ] {
             if let Some(value) = text(key).filter(|v| !v.is_empty()) {
-                ask.push_str(&format!(" {label}: {value}"));
+                prompt.push_str(&format!("\n\n## {heading}\n{value}"));
             }
         }
         let deadline = Instant::now() + run.timeout;
@@ -371,7 +375,8 @@ impl Generation {
             let mut system = prompt.clone();
             if !problems.is_empty() {
                 system.push_str(
-                    "\n\n## The previous attempt was invalid: fix these and call again\n",
+                    // The heading other A2UI generators use, which test fixtures look for.
+                    "\n\n## Previous attempt was invalid: fix these and call again\n",
                 );
                 for problem in &problems {
                     system.push_str(&format!(
@@ -380,10 +385,9 @@ impl Generation {
                     ));
                 }
             }
-            let mut messages = Vec::with_capacity(self.conversation.len() + 2);
+            let mut messages = Vec::with_capacity(self.conversation.len() + 1);
             messages.push(ChatMessage::System { content: system });
             messages.extend(self.conversation.iter().cloned());
-            messages.push(ChatMessage::user_text(ask.clone()));
             let request = ChatRequest {
                 model: Some(self.model.clone()),
                 messages,

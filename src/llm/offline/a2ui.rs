@@ -56,7 +56,7 @@ pub(super) fn render_arguments(request: &ChatRequest, tool: &ToolSpec) -> Option
         })
         .collect::<Vec<_>>()
         .join(" ");
-    let retried = system.contains("previous attempt was invalid");
+    let retried = system.contains("Previous attempt was invalid");
     let broken = asked.contains("broken") || (asked.contains("luxury") && !retried);
     let cards = system.contains("HotelCard");
     let (surface_id, card, items_key, items) =

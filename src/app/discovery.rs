@@ -14,9 +14,10 @@ use crate::protocol::{
     ReasoningCapabilities, StateCapabilities, Tool, ToolsCapabilities, TransportCapabilities,
 };
 use crate::settings::{
-    AgentSettings, ApprovalPolicySetting, FixedApproval, OnDisconnect, Settings, ToolKindSettings,
-    ToolSettings,
+    A2uiGenerate, AgentSettings, ApprovalPolicySetting, FixedApproval, OnDisconnect, Settings,
+    ToolKindSettings, ToolSettings,
 };
+use crate::tools::a2ui::BASIC_CATALOG_ID as A2UI_BASIC_CATALOG_ID;
 
 /// The key of this server's own declarations under `capabilities.custom`.
 const CUSTOM_KEY: &str = "agui-host";
@@ -306,6 +307,37 @@ fn custom(agent: &AgentSettings) -> Option<Map<String, Value>> {
     }
     if !activities.is_empty() {
         ours.insert("activityTypes".into(), Value::Array(activities));
+    }
+    // A2UI surfaces the agent shows: its fixed ones, and whether every run may generate one.
+    // (Any agent generates one when the client asks, unless told never to; that default is
+    // left unsaid, as plain agents say nothing.)
+    let surfaces: Vec<Value> = agent
+        .tools
+        .iter()
+        .filter_map(|tool| match &tool.kind {
+            ToolKindSettings::A2ui {
+                surface_id,
+                catalog_id,
+                ..
+            } => Some(json!({
+                "tool": tool.name,
+                "surfaceId": surface_id,
+                "catalogId": catalog_id.as_deref().unwrap_or(A2UI_BASIC_CATALOG_ID),
+            })),
+            _ => None,
+        })
+        .collect();
+    let generates_always = agent.a2ui.generate == A2uiGenerate::Always;
+    if !surfaces.is_empty() || generates_always {
+        let generate = match agent.a2ui.generate {
+            A2uiGenerate::Always => "always",
+            A2uiGenerate::WhenAsked => "when_asked",
+            A2uiGenerate::Never => "never",
+        };
+        ours.insert(
+            "a2ui".into(),
+            json!({"version": "v0.9", "generate": generate, "surfaces": surfaces}),
+        );
     }
     (!ours.is_empty()).then(|| Map::from_iter([(CUSTOM_KEY.to_owned(), Value::Object(ours))]))
 }

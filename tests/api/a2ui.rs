@@ -603,3 +603,27 @@ async fn a_generators_result_is_the_servers_to_give() {
         "unrecorded_tool_result"
     );
 }
+
+#[tokio::test]
+async fn capabilities_name_the_agents_surfaces_and_when_it_generates_them() {
+    let app = spawn_app(|s| {
+        with_flight_tool(s);
+        s.agents.get_mut("assistant").unwrap().a2ui.generate =
+            agui_host::settings::A2uiGenerate::Always;
+    })
+    .await;
+    let caps: Value = app
+        .get("/assistant/capabilities")
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(
+        caps["custom"]["agui-host"]["a2ui"],
+        json!({"version": "v0.9", "generate": "always", "surfaces": [{
+            "tool": "search_flights",
+            "surfaceId": "flight-search-results",
+            "catalogId": "https://example.test/fixed_catalog.json"
+        }]})
+    );
+}

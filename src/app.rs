@@ -395,7 +395,7 @@ fn agent_tools(settings: &Settings, extra_tools: &ExtraTools) -> BTreeMap<String
                 .flatten()
                 .map(|tool| tool.definition().name.clone());
             // The calls the server makes of its own: their results are the server's too.
-            let background = agent.tools.iter().any(|tool| tool.background);
+            let background = !agent.background_tool_names().is_empty();
             let own = [
                 (background, crate::agent::BACKGROUND_RESULT_TOOL),
                 (background, crate::tools::background::CANCEL_TOOL),

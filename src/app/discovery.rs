@@ -297,7 +297,7 @@ fn custom(agent: &AgentSettings) -> Option<Map<String, Value>> {
     if agent.tool_activities && has_server_tools {
         activities.push(json!("agui-host.tool"));
     }
-    if agent.tools.iter().any(|tool| tool.background) {
+    if !agent.background_tool_names().is_empty() {
         // A background task's life: started in one run, its result in a later one.
         activities.push(json!("agui-host.background"));
     }

@@ -108,13 +108,12 @@ pub(crate) fn build(
 
 /// The registry of the agent's background tools' tasks, with its limits.
 fn background_tasks(settings: &AgentSettings) -> BackgroundTasks {
-    let tools = settings.tools.iter().filter(|tool| tool.background);
     let limits = BackgroundLimits {
         per_thread: settings.max_background_tasks_per_thread,
         per_agent: settings.max_background_tasks,
         timeout: Duration::from_secs(settings.background_timeout_secs),
     };
-    BackgroundTasks::new(tools.map(|tool| tool.name.clone()), limits)
+    BackgroundTasks::new(settings.background_tool_names(), limits)
 }
 
 /// The approval policies of an agent's configured tools and of its MCP servers' tools (by the

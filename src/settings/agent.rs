@@ -324,6 +324,9 @@ pub struct McpToolSettings {
     /// The question shown to the person; `{arguments}` is replaced by the arguments as JSON.
     #[serde(default)]
     pub approval_message: Option<String>,
+    /// The call runs as a background task, like a configured tool's `background`.
+    #[serde(default)]
+    pub background: bool,
 }
 
 fn default_mcp_connect_timeout_secs() -> u64 {
@@ -394,11 +397,52 @@ impl McpServerSettings {
 }
 
 impl AgentSettings {
+    /// The names the model sees of the tools whose calls run as background tasks: configured
+    /// tools and MCP servers' tools (`<server>__<tool>`) with `background = true`.
+    pub fn background_tool_names(&self) -> Vec<String> {
+        let configured = self
+            .tools
+            .iter()
+            .filter(|tool| tool.background)
+            .map(|tool| tool.name.clone());
+        let mcp = self.mcp_servers.iter().flat_map(|server| {
+            server
+                .tools
+                .iter()
+                .filter(|(_, tool)| tool.background)
+                .filter_map(|(name, _)| server.tool_name(name))
+        });
+        configured.chain(mcp).collect()
+    }
+
     /// Checks the agent's background tools: a kind that can run unattended, no approval (a
     /// person's decision would have to outlive the run), and limits that let one run.
     pub(super) fn validate_background_tools(&self, agent: &str) -> Result<(), SettingsError> {
-        if !self.tools.iter().any(|tool| tool.background) {
+        for server in &self.mcp_servers {
+            for (name, tool) in server.tools.iter().filter(|(_, tool)| tool.background) {
+                let unset = matches!(
+                    tool.approval,
+                    ApprovalPolicySetting::Unset
+                        | ApprovalPolicySetting::Fixed(FixedApproval::Never)
+                );
+                if !unset || tool.allow_edit {
+                    return Err(SettingsError::Invalid(format!(
+                        "agents.{agent}.mcp_servers `{}` tool `{name}`: a background tool cannot wait for approval; remove `approval` or `background`",
+                        server.name
+                    )));
+                }
+            }
+        }
+        if self.background_tool_names().is_empty() {
             return Ok(());
+        }
+        if self.max_background_tasks == 0
+            || self.max_background_tasks_per_thread == 0
+            || self.background_timeout_secs == 0
+        {
+            return Err(SettingsError::Invalid(format!(
+                "agents.{agent}: max_background_tasks, max_background_tasks_per_thread and background_timeout_secs must be at least 1 for its background tools"
+            )));
         }
         for tool in self.tools.iter().filter(|tool| tool.background) {
             let at = format!("agents.{agent}.tools `{}`", tool.name);
@@ -419,14 +463,6 @@ impl AgentSettings {
             if !unset || tool.allow_edit {
                 return Err(SettingsError::Invalid(format!(
                     "{at}: a background tool cannot wait for approval; remove `approval` or `background`"
-                )));
-            }
-            if self.max_background_tasks == 0
-                || self.max_background_tasks_per_thread == 0
-                || self.background_timeout_secs == 0
-            {
-                return Err(SettingsError::Invalid(format!(
-                    "agents.{agent}: max_background_tasks, max_background_tasks_per_thread and background_timeout_secs must be at least 1 for its background tools"
                 )));
             }
         }

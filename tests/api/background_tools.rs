@@ -671,3 +671,90 @@ async fn background_tools_that_cannot_run_unattended_are_refused_at_start_up() {
         assert!(error.contains(reserved), "{error}");
     }
 }
+
+/// An MCP server's tool runs in the background too (`background = true` in its per-tool
+/// settings): the real server's long operation goes on after the run that called it ended, and
+/// its result reaches the thread's next run.
+#[tokio::test]
+async fn an_mcp_tool_runs_in_the_background_and_its_result_reaches_the_next_run() {
+    use agui_host::settings::McpToolSettings;
+    let mcp = crate::mcp::spawn_mcp_app(|s| {
+        let mut server = crate::mcp::everything();
+        server.tools.insert(
+            "trigger-long-running-operation".into(),
+            McpToolSettings {
+                background: true,
+                ..Default::default()
+            },
+        );
+        crate::mcp::with_servers(s, vec![server]);
+    })
+    .await;
+    let app = &mcp.app;
+    app.fake.push_call_then_text(
+        (
+            "call_1",
+            "everything__trigger-long-running-operation",
+            r#"{"duration": 2, "steps": 2}"#,
+        ),
+        "Started.",
+    );
+    let started = std::time::Instant::now();
+    let run1 = run(app, input, 1, vec![user("Run the long operation")]).await;
+    assert!(
+        started.elapsed() < Duration::from_millis(1500),
+        "the run does not wait for the operation"
+    );
+    let handle: Value = serde_json::from_str(result_of(&run1, "call_1")).unwrap();
+    assert_eq!(handle["status"], "started", "{handle}");
+    assert_eq!(
+        the(&run1, "ACTIVITY_SNAPSHOT")["activityType"],
+        "agui-host.background"
+    );
+
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    let mut history = client_history(&thread(app).await);
+    history.push(user("Done?"));
+    app.fake
+        .push(Reply::Sse(chunks::text_reply(&["It finished."])));
+    let run2 = run(app, input, 2, history).await;
+    let start = the(&run2, "TOOL_CALL_START");
+    assert_eq!(start["toolCallName"], "background_result");
+    let delivered: Value =
+        serde_json::from_str(result_of(&run2, start["toolCallId"].as_str().unwrap())).unwrap();
+    assert_eq!(delivered["status"], "completed", "{delivered}");
+    assert_eq!(
+        delivered["tool"],
+        "everything__trigger-long-running-operation"
+    );
+    assert!(
+        delivered["result"].to_string().contains("completed"),
+        "the server's own answer: {delivered}"
+    );
+    mcp.shut_down().await;
+}
+
+#[tokio::test]
+async fn an_mcp_background_tool_that_needs_approval_is_refused_at_start_up() {
+    use agui_host::settings::{ApprovalPolicySetting, FixedApproval, McpToolSettings};
+    let fake = crate::fake_llm::FakeLlm::start().await;
+    let mut settings = test_settings(&fake);
+    let mut server = crate::mcp::everything();
+    server.tools.insert(
+        "echo".into(),
+        McpToolSettings {
+            background: true,
+            approval: ApprovalPolicySetting::Fixed(FixedApproval::Always),
+            ..Default::default()
+        },
+    );
+    crate::mcp::with_servers(&mut settings, vec![server]);
+    let error = match agui_host::app::App::build(settings).await {
+        Ok(_) => panic!("an MCP background tool with an approval starts"),
+        Err(error) => error.to_string(),
+    };
+    assert!(
+        error.contains("`everything` tool `echo`") && error.contains("approval"),
+        "{error}"
+    );
+}

@@ -16,7 +16,11 @@
 //!   declined or cancelled; a changed `requestState` is refused;
 //! - `bookings {}`: how many tables `book_table` booked, in this process;
 //! - `plan_trip {city}`: asks two questions at once (the dates, and a URL-mode sign-in), then
-//!   answers with both.
+//!   answers with both;
+//! - `long_report {seconds}`: with a client that declared the tasks extension (SEP-2663),
+//!   answers at once with a task that works for `seconds` (status message every 100 ms, polled
+//!   every 100 ms) and then completes with the report; otherwise works and answers inline;
+//! - `cancelled_tasks {}`: how many `long_report` tasks stopped on a `tasks/cancel`.
 //!
 //! And an MCP App (SEP-1865), a small weather card (`examples/support/weather_app.html`):
 //! - `weather {city}`: the forecast, with the UI resource `ui://weather/app.html`;
@@ -38,12 +42,14 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ElicitRequest,
-    ElicitRequestParams, InputRequest, InputRequests, InputRequiredResult, ListResourcesResult,
-    ListToolsResult, PaginatedRequestParams, ProgressNotificationParam, ReadResourceRequestParams,
+    CallToolRequestParams, CallToolResponse, CallToolResult, CancelTaskParams, ContentBlock,
+    CreateTaskResult, ElicitRequest, ElicitRequestParams, GetTaskParams, GetTaskResult,
+    InputRequest, InputRequests, InputRequiredResult, ListResourcesResult, ListToolsResult,
+    PaginatedRequestParams, ProgressNotificationParam, ReadResourceRequestParams,
     ReadResourceResponse, ReadResourceResult, ServerCapabilities, ServerConfig, Tool,
 };
 use rmcp::service::RequestContext;
+use rmcp::task_manager::{TaskExit, TaskManager, TaskOptions};
 use rmcp::{ErrorData, RoleServer, ServerHandler, ServiceExt};
 use serde_json::{json, Map, Value};
 
@@ -53,6 +59,9 @@ static CANCELLED: AtomicUsize = AtomicUsize::new(0);
 /// Tables `book_table` booked, in this process.
 static BOOKED: AtomicUsize = AtomicUsize::new(0);
 
+/// `long_report` tasks that stopped on a `tasks/cancel`, in this process.
+static CANCELLED_TASKS: AtomicUsize = AtomicUsize::new(0);
+
 /// Set by `stall_listing`: `tools/list` never answers from then on.
 static LISTING_STALLED: AtomicBool = AtomicBool::new(false);
 
@@ -60,6 +69,8 @@ static LISTING_STALLED: AtomicBool = AtomicBool::new(false);
 struct TestServer {
     /// Tools added by `add_tool`, shared by every session of the process.
     added: Arc<Mutex<Vec<String>>>,
+    /// The tasks of `long_report`, shared by every session of the process.
+    tasks: Arc<TaskManager>,
 }
 
 fn schema(value: Value) -> Arc<Map<String, Value>> {
@@ -121,6 +132,18 @@ impl TestServer {
                 ),
             ),
             Tool::new("bookings", "How many tables were booked", empty()),
+            Tool::new(
+                "long_report",
+                "Builds a report, as an MCP task when the client takes tasks",
+                schema(
+                    json!({"type": "object", "properties": {"seconds": {"type": "number"}}, "required": ["seconds"]}),
+                ),
+            ),
+            Tool::new(
+                "cancelled_tasks",
+                "How many long_report tasks were cancelled",
+                empty(),
+            ),
             Tool::new(
                 "plan_trip",
                 "Plans a trip, asking for dates and a sign-in",
@@ -307,6 +330,46 @@ fn plan_trip(request: &CallToolRequestParams) -> CallToolResponse {
     .into()
 }
 
+impl TestServer {
+    /// `long_report`: a task for a client that takes them, else the work done inline.
+    async fn long_report(
+        &self,
+        arguments: &Map<String, Value>,
+        context: &RequestContext<RoleServer>,
+    ) -> CallToolResponse {
+        let seconds = arguments
+            .get("seconds")
+            .and_then(Value::as_f64)
+            .unwrap_or(1.0);
+        let steps = (seconds * 10.0).ceil().max(1.0) as u32;
+        let report = format!("The report is ready after {seconds} s");
+        let takes_tasks = context
+            .client_capabilities()
+            .is_some_and(|capabilities| capabilities.supports_tasks());
+        if !takes_tasks {
+            tokio::time::sleep(Duration::from_millis(100 * u64::from(steps))).await;
+            return CallToolResult::success(vec![ContentBlock::text(report)]).into();
+        }
+        let options = TaskOptions::new().with_poll_interval_ms(100);
+        let task = self.tasks.spawn(options, move |task| {
+            Box::pin(async move {
+                for step in 1..=steps {
+                    tokio::select! {
+                        () = task.cancelled() => {
+                            CANCELLED_TASKS.fetch_add(1, Ordering::SeqCst);
+                            return Err(TaskExit::Cancelled);
+                        }
+                        () = tokio::time::sleep(Duration::from_millis(100)) => {}
+                    }
+                    task.set_status_message(format!("step {step} of {steps}"));
+                }
+                Ok(CallToolResult::success(vec![ContentBlock::text(report)]))
+            })
+        });
+        CallToolResponse::Task(CreateTaskResult::new(task))
+    }
+}
+
 impl ServerHandler for TestServer {
     fn get_info(&self) -> ServerConfig {
         ServerConfig::new(
@@ -314,6 +377,7 @@ impl ServerHandler for TestServer {
                 .enable_tools()
                 .enable_tool_list_changed()
                 .enable_resources()
+                .enable_tasks()
                 .build(),
         )
     }
@@ -366,6 +430,22 @@ impl ServerHandler for TestServer {
         Ok(result.into())
     }
 
+    async fn get_task(
+        &self,
+        request: GetTaskParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<GetTaskResult, ErrorData> {
+        Ok(GetTaskResult::new(self.tasks.get_task(&request.task_id)?))
+    }
+
+    async fn cancel_task(
+        &self,
+        request: CancelTaskParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        self.tasks.cancel_task(&request.task_id)
+    }
+
     async fn call_tool(
         &self,
         request: CallToolRequestParams,
@@ -377,6 +457,8 @@ impl ServerHandler for TestServer {
             "book_table" => return book_table(&request),
             "plan_trip" => return Ok(plan_trip(&request)),
             "bookings" => text(BOOKED.load(Ordering::SeqCst).to_string()),
+            "long_report" => return Ok(self.long_report(&arguments, &context).await),
+            "cancelled_tasks" => text(CANCELLED_TASKS.load(Ordering::SeqCst).to_string()),
             "weather" | "weather_refresh" => forecast(
                 arguments
                     .get("city")

@@ -74,6 +74,7 @@ mod limits;
 mod mcp;
 mod mcp_apps;
 mod mcp_elicitation;
+mod mcp_tasks;
 mod metrics;
 mod predicted_state_confirmation;
 mod predictive_state;

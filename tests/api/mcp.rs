@@ -205,7 +205,7 @@ impl McpApp {
     }
 }
 
-fn assistant_of(settings: &mut Settings) -> &mut agui_host::settings::AgentSettings {
+pub(crate) fn assistant_of(settings: &mut Settings) -> &mut agui_host::settings::AgentSettings {
     let name = settings.default_agent.clone();
     settings.agents.get_mut(&name).unwrap()
 }

@@ -3,7 +3,8 @@
 //! client went away) sends `notifications/cancelled`, so the server can stop the work rather
 //! than finish it for nobody. Progress notifications of the call go to the run. A tool with a
 //! `ui://` resource answers with the `mcp-apps` activity beside its output (`apps.rs`); an app
-//! calls it through [`McpTool::call_for_app`], which answers the server's result as it is.
+//! calls it through [`McpTool::call_for_app`], which answers the server's result as it is. A
+//! server that makes a task of the call is followed until the task ends (`task.rs`).
 
 use std::sync::{Arc, Weak};
 
@@ -18,7 +19,7 @@ use rmcp::RoleClient;
 use serde_json::Value;
 use tracing::Instrument;
 
-use super::{content, elicit, identity, trace, McpServer, ProgressRoute};
+use super::{content, elicit, identity, task, trace, McpServer, ProgressRoute};
 use crate::tools::{Tool, ToolContext, ToolDefinition, ToolError, ToolOutput};
 
 pub(super) struct McpTool {
@@ -150,7 +151,19 @@ impl McpTool {
             .resource_uri
             .as_deref()
             .map(|uri| (uri, arguments.clone(), context.tool_call_id.clone()));
-        match self.request(server, peer, arguments, context, span).await? {
+        let progress = context.progress.clone().map(|sender| task::ProgressTarget {
+            sender,
+            tool_call_id: context.tool_call_id.clone(),
+            tool_name: self.definition.name.clone(),
+        });
+        let answer = match self.request(server, peer, arguments, context, span).await? {
+            // The server made a task of the call: its result comes when the task ends.
+            ServerResult::CreateTaskResult(created) => {
+                ServerResult::CallToolResult(task::follow(server, peer, created, progress).await?)
+            }
+            other => other,
+        };
+        match answer {
             ServerResult::CallToolResult(result) => {
                 let activity = app.and_then(|(uri, input, call_id)| {
                     content::app_activity(server, uri, &call_id, input, &result)

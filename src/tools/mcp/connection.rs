@@ -26,7 +26,7 @@ use tokio::io::AsyncBufReadExt;
 use super::apps::{self, AppTool};
 use super::call::McpTool;
 use super::identity::{IdentityClient, IdentityHeaders};
-use super::McpServer;
+use super::{task, McpServer};
 use crate::settings::McpTransportSettings;
 use crate::tools::{RegisteredTool, Tool};
 
@@ -97,8 +97,11 @@ impl ClientHandler for Handler {
                 .with_form(FormElicitationCapability::new())
                 .with_url(UrlElicitationCapability::new()),
         );
-        // MCP Apps: a server may then give its tools a `ui://` resource (`apps.rs`).
-        capabilities.extensions = Some(apps::extensions());
+        // MCP Apps: a server may then give its tools a `ui://` resource (`apps.rs`). Tasks: a
+        // server may answer a call with a task, which the call follows (`task.rs`).
+        let mut extensions = apps::extensions();
+        extensions.insert(task::TASKS_EXTENSION_ID.to_owned(), Default::default());
+        capabilities.extensions = Some(extensions);
         ClientConfig::new(
             capabilities,
             Implementation::new("agui-host", env!("CARGO_PKG_VERSION")),

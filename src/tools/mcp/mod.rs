@@ -20,6 +20,7 @@ mod connection;
 mod content;
 mod elicit;
 mod identity;
+mod task;
 mod trace;
 
 use std::collections::{BTreeMap, HashMap};

@@ -159,7 +159,7 @@ pub enum A2uiGenerate {
 
 /// `[agents.<name>.a2ui]`: how `generate_a2ui` designs a surface.
 #[derive(Debug, Clone, Deserialize)]
-#[serde(default, deny_unknown_fields)]
+#[serde(default)]
 pub struct A2uiSettings {
     pub generate: A2uiGenerate,
     /// Model calls for one surface: the first, and retries told what was wrong (1 to 10).

@@ -44,10 +44,11 @@ const TOOL_KEYS: &[&str] = &[
 /// The keys of each tool kind (`ToolKindSettings`).
 fn tool_kind_keys(kind: &str) -> &'static [&'static str] {
     match kind {
-        "static" => &["result", "state"],
+        "static" => &["result", "state", "delay_ms"],
         "state" => &["key", "argument", "confirmation", "update"],
         "http" => &["url", "headers_from_env", "timeout_secs", "envelope"],
         "input" => &["response_schema", "message", "cancelled_result"],
+        "a2ui" => &["surface_id", "catalog_id", "components"],
         _ => &[],
     }
 }
@@ -194,6 +195,41 @@ mod tests {
                 path.display()
             );
         }
+    }
+
+    #[test]
+    fn the_a2ui_settings_and_kind_and_an_mcp_background_tool_are_known() {
+        let unknown = unknown_keys(
+            r#"
+[agents.assistant.a2ui]
+generate = "always"
+max_attempts = 2
+timeout_secs = 30
+catalog_id = "c"
+guidelines = "g"
+atempts = 1
+[[agents.assistant.tools]]
+name = "cards"
+kind = "a2ui"
+surface_id = "s"
+catalog_id = "c"
+components = [{ id = "root", component = "Row" }]
+surfce = "x"
+[[agents.assistant.mcp_servers]]
+name = "m"
+transport = "stdio"
+command = "m"
+[agents.assistant.mcp_servers.tools.long]
+background = true
+"#,
+        );
+        assert_eq!(
+            unknown,
+            [
+                "agents.assistant.a2ui.atempts",
+                "agents.assistant.tools[0].surfce",
+            ]
+        );
     }
 
     #[test]

@@ -251,7 +251,7 @@ everything = { tool = "write_document", tool_argument = "*" }
 
 #[test]
 fn demo_agents_are_added_unless_off_in_production_or_configured() {
-    const DEMO: [&str; 10] = [
+    const DEMO: [&str; 15] = [
         "agentic_chat",
         "agentic_chat_multimodal",
         "agentic_chat_reasoning",
@@ -262,6 +262,11 @@ fn demo_agents_are_added_unless_off_in_production_or_configured() {
         "shared_state",
         "predictive_state_updates",
         "interrupt",
+        "a2ui_fixed_schema",
+        "a2ui_dynamic_schema",
+        "a2ui_advanced",
+        "a2ui_recovery",
+        "background_agents",
     ];
     let settings = Settings::embedded_default().unwrap();
     assert!(settings.demo_agents);

@@ -6,7 +6,8 @@
 //
 //   AGUI_HOST_URL   agui-host's base URL (default http://127.0.0.1:8080)
 //   AGUI_AGENT      the agui-host route of the recipe agent (default recipe); the scheduler
-//                   page's agent is agui-host's /scheduler, the weather page's /weather
+//                   page's agent is agui-host's /scheduler, the weather page's /weather, the
+//                   hotels page's /hotels
 //   PORT, HOST      where this server listens (default 127.0.0.1:3000; PORT=0 picks a free port)
 
 import fs from "node:fs";
@@ -58,7 +59,14 @@ const runtime = new CopilotRuntime({
     // The weather page's agent: its MCP App is hosted by agui-host itself, so this runtime
     // is not configured with `mcpApps` (both would inject the app's tools).
     weather: new HttpAgent({ url: `${aguiHost}/weather` }),
+    // The hotels page's agent: A2UI surfaces designed by agui-host's generate_a2ui, which it
+    // offers because the A2UI middleware below asks for it (injectA2UITool).
+    hotels: new HttpAgent({ url: `${aguiHost}/hotels` }),
   },
+  // CopilotKit's A2UI middleware, for the hotels agent only: it sends the page's catalog and
+  // `injectA2UITool`, and paints the surfaces from the stream. Applied here once; applying it
+  // to the HttpAgent as well would paint every surface twice.
+  a2ui: { agents: ["hotels"], injectA2UITool: true },
   runner: new AguiHostThreadRunner(),
 });
 const copilotkit = createCopilotNodeListener({ runtime, basePath: BASE_PATH });

@@ -33,6 +33,9 @@ export function App() {
   if (agent === "weather") {
     return <WeatherPage />;
   }
+  if (agent === "hotels") {
+    return <HotelsPage />;
+  }
   return <RecipePage />;
 }
 
@@ -469,6 +472,27 @@ function WeatherPage() {
           <CopilotChat
             agentId="weather"
             labels={{ chatInputPlaceholder: "Ask for the weather, e.g. “show me the weather in Paris”" }}
+          />
+        </section>
+      </main>
+    </CopilotKitProvider>
+  );
+}
+
+/**
+ * The hotels page (`/?agent=hotels`): A2UI surfaces from agui-host's generate_a2ui. Nothing here
+ * renders them either: the runtime's A2UI middleware (server.mjs) turns the stream into
+ * `a2ui-surface` activities, and CopilotKit's built-in renderer draws them with its basic
+ * catalog, which it also sends to the agent as the components it may use.
+ */
+function HotelsPage() {
+  return (
+    <CopilotKitProvider runtimeUrl="/api/copilotkit" agentId="hotels" enableInspector={false}>
+      <main className="layout single">
+        <section className="chat" aria-label="Chat">
+          <CopilotChat
+            agentId="hotels"
+            labels={{ chatInputPlaceholder: "Ask for a view, e.g. “compare hotels in Europe”" }}
           />
         </section>
       </main>

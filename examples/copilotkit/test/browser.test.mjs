@@ -8,8 +8,10 @@
 // answered through the page, both as a `request_input` tool call and, on the scheduler page,
 // as an AG-UI interrupt through CopilotKit's own useInterrupt; and that an MCP App hosted by
 // agui-host (the weather card of examples/mcp_test_server.rs) renders in the chat through
-// CopilotKit's own renderer and reaches its server through agui-host. Screenshots go to
-// artifacts/ (ARTIFACTS_DIR).
+// CopilotKit's own renderer and reaches its server through agui-host; and that A2UI surfaces
+// designed by agui-host's generate_a2ui are painted by CopilotKit's A2UI middleware and
+// renderer, an invalid one never, and a failure shown. Screenshots go to artifacts/
+// (ARTIFACTS_DIR).
 //
 //   AGUI_HOST_BIN         the agui-host binary (default: target/debug/agui-host of the repository)
 //   MCP_TEST_SERVER_BIN   the weather app's MCP server (default: examples/mcp_test_server beside
@@ -586,6 +588,44 @@ describe("CopilotKit example in Chromium", () => {
     await sendMessage(page, "thanks for the card");
     await expectReplyTo(page, "thanks for the card");
     assert.equal(await page.getByTestId("mcp-app-iframe").count(), 1, "the app stays on screen");
+    assert.deepEqual(problems, []);
+  });
+
+  /** The last A2UI surface `surfaceId` painted in the chat, once it shows every text. */
+  async function surfaceShowing(page, surfaceId, texts) {
+    const surface = page.locator(`[data-surface-id="${surfaceId}"]`).last();
+    for (const text of texts) {
+      await surface.getByText(text).first().waitFor({ timeout: 30_000 });
+    }
+    return surface;
+  }
+
+  test("A2UI: agui-host's generate_a2ui designs surfaces the page paints, recovers from an invalid one, and fails cleanly", async (t) => {
+    const { page, problems } = await openPage(t, "/?agent=hotels");
+    // The runtime's A2UI middleware asks agui-host for generate_a2ui and sends the page's
+    // catalog; the inner render_a2ui call's surface is painted by CopilotKit's renderer.
+    await sendMessage(page, "compare hotels in Europe");
+    await surfaceShowing(page, "hotel-comparison", ["The Ritz", "Holiday Inn", "Boutique Loft", "$450/night"]);
+    await page.getByText("Here it is.").first().waitFor({ timeout: 20_000 });
+    await page.waitForFunction(() => !document.querySelector('[data-testid="copilot-loading-cursor"]'));
+    await shot(page, "a2ui-1-painted");
+
+    // The first tree for luxury hotels fails agui-host's check (its card is missing): it is
+    // never painted, the retry is, in the same place.
+    await sendMessage(page, "compare luxury hotels");
+    await page.getByText("Here it is.").nth(1).waitFor({ timeout: 30_000 });
+    assert.equal(await page.locator('[data-surface-id="hotel-comparison"]').count(), 2);
+    await surfaceShowing(page, "hotel-comparison", ["The Ritz", "Boutique Loft"]);
+
+    // No attempt for broken hotels passes: the page shows the failure, and the chat goes on.
+    await sendMessage(page, "compare broken hotels");
+    await page.getByText("Couldn't generate the UI").first().waitFor({ timeout: 30_000 });
+    await page.getByText("I could not build that view").first().waitFor({ timeout: 20_000 });
+    assert.equal(await page.locator('[data-surface-id="hotel-comparison"]').count(), 2, "no faulty surface");
+    await page.waitForFunction(() => !document.querySelector('[data-testid="copilot-loading-cursor"]'));
+    await shot(page, "a2ui-2-failed");
+    await sendMessage(page, "thanks anyway");
+    await expectReplyTo(page, "thanks anyway");
     assert.deepEqual(problems, []);
   });
 

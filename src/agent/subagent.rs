@@ -140,27 +140,8 @@ impl SubagentTool {
         child: Arc<dyn Agent>,
         fan_out: FanOut,
     ) -> Self {
-        let about = description
-            .map(str::trim)
-            .filter(|d| !d.is_empty())
-            .map_or_else(
-                || format!("Delegates a task to the `{name}` agent and returns its answer."),
-                |d| format!("Delegates a task to the `{name}` agent: {d}"),
-            );
-        let parameters = json!({
-            "type": "object",
-            "properties": {
-                "task": {
-                    "type": "string",
-                    "minLength": 1,
-                    "description": "What the agent should do, with everything it needs to know: it sees nothing else of this conversation."
-                }
-            },
-            "required": ["task"],
-            "additionalProperties": false
-        });
         SubagentTool {
-            definition: ToolDefinition::new(name, &about, parameters),
+            definition: definition(name, description),
             name: name.to_owned(),
             description: description.map(str::to_owned),
             child,
@@ -277,6 +258,31 @@ impl SubagentTool {
         }
         Ok(answer.finish())
     }
+}
+
+/// The tool a parent's model is offered for the child `name` (described by `description`):
+/// the child's name, what it does, and one `task`.
+pub fn definition(name: &str, description: Option<&str>) -> ToolDefinition {
+    let about = description
+        .map(str::trim)
+        .filter(|d| !d.is_empty())
+        .map_or_else(
+            || format!("Delegates a task to the `{name}` agent and returns its answer."),
+            |d| format!("Delegates a task to the `{name}` agent: {d}"),
+        );
+    let parameters = json!({
+        "type": "object",
+        "properties": {
+            "task": {
+                "type": "string",
+                "minLength": 1,
+                "description": "What the agent should do, with everything it needs to know: it sees nothing else of this conversation."
+            }
+        },
+        "required": ["task"],
+        "additionalProperties": false
+    });
+    ToolDefinition::new(name, &about, parameters)
 }
 
 impl Tool for SubagentTool {

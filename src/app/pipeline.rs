@@ -13,7 +13,9 @@
 //! 4. `PredictiveStateDeltas` (when the agent has `predict_state` rules) streams tool arguments
 //!    as state deltas; it sits on the base agent to see raw tool-call events and every state
 //!    event below it;
-//! 5. `ChatAgent`, the base: model, tools, and state updates from tools.
+//! 5. `SubagentView` (when the agent has `subagents`) shapes its children's work for the
+//!    client, before any layer above sees it;
+//! 6. `ChatAgent`, the base: model, tools, and state updates from tools.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -23,7 +25,7 @@ use crate::agent::config::ApprovalPolicySetting;
 use crate::agent::input::InputSpec;
 use crate::agent::middleware::{
     ApprovalGate, ClientStateInjection, PredictStateRule, PredictiveStateDeltas,
-    PredictiveStateRules, StatusSnapshots,
+    PredictiveStateRules, StatusSnapshots, SubagentView,
 };
 use crate::agent::{Agent, ChatAgent, ChatAgentConfig, BACKGROUND_RESULT_TOOL};
 use crate::llm::LlmClient;
@@ -84,6 +86,11 @@ pub(crate) fn build(
         background,
     };
     let mut agent: Arc<dyn Agent> = Arc::new(ChatAgent::new(llm, config, tools.clone()));
+    // Right above the chat agent, whose subagent tools stream their children's work: every
+    // layer above sees it as the client will.
+    if !settings.subagents.is_empty() {
+        agent = Arc::new(SubagentView::new(agent, settings.subagent_visibility));
+    }
     // Right above the chat agent: it needs the raw tool-call events (arguments as they stream,
     // each call's end and result) and sees the state events of every layer below it, while
     // layers above see its deltas and snapshots as any other state events.

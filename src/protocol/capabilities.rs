@@ -96,6 +96,20 @@ pub struct StateCapabilities {
 pub struct MultiAgentCapabilities {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub supported: Option<bool>,
+    /// The agent hands tasks to other agents (its subagents) within its runs.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub delegation: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sub_agents: Option<Vec<SubAgentInfo>>,
+}
+
+/// One agent another may delegate to.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SubAgentInfo {
+    pub name: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]

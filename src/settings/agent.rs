@@ -12,6 +12,7 @@ pub use crate::agent::config::{
     ApprovalPolicySetting, ApprovalSettings, FixedApproval, ResultStateKind, StateSettings,
     ToolNameClash, ToolStateRule, ToolStateSource, DEFAULT_STATE_PROMPT,
 };
+pub use crate::agent::subagent::SubagentVisibility;
 
 /// One agent: its prompt, its server-side tools and its limits.
 #[derive(Debug, Clone, Deserialize)]
@@ -79,6 +80,28 @@ pub struct AgentSettings {
     /// `tool_timeout_secs`).
     #[serde(default = "default_background_timeout_secs")]
     pub background_timeout_secs: u64,
+    /// Other configured agents this one may delegate to, each offered to its model as a server
+    /// tool named after the child (`docs/subagents.md`); checked by `settings::subagents`.
+    #[serde(default)]
+    pub subagents: Vec<String>,
+    /// What clients see of its subagents' work: `attributed` (1.0 clients; 0.x get `inline`),
+    /// `inline` or `hidden`.
+    #[serde(default)]
+    pub subagent_visibility: SubagentVisibility,
+    /// Subagent calls one run may have going at once; calls beyond it get an error result.
+    #[serde(default = "default_max_parallel_subagents")]
+    pub max_parallel_subagents: usize,
+    /// Longest chain of delegation from this agent (it to a child is 1).
+    #[serde(default = "default_max_subagent_depth")]
+    pub max_subagent_depth: usize,
+}
+
+fn default_max_parallel_subagents() -> usize {
+    4
+}
+
+fn default_max_subagent_depth() -> usize {
+    3
 }
 
 fn default_max_background_tasks_per_thread() -> usize {

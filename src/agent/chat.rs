@@ -292,6 +292,13 @@ impl RunState {
                     }
                     finished = running.next() => match finished {
                         Some(outcome) => {
+                            // A tool's last events may have gone into the channel in the same
+                            // poll that finished it: they come before its result.
+                            if let Some(channel) = self.tool_events.as_mut() {
+                                while let Ok(event) = channel.receiver.try_recv() {
+                                    self.queue.push(AgentUpdate::Event(event));
+                                }
+                            }
                             let asked = self.finish_tool_call(outcome);
                             let then_stop = then_stop || asked;
                             self.phase = Phase::RunningTools { running, then_stop };

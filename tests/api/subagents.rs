@@ -203,6 +203,18 @@ async fn one_child_runs_attributed_and_its_answer_is_the_parents_result() {
     // against the thread's record, and the parent's model sees none of the child's messages.
     let mut history = client_history(&sent, &events);
     assert!(history.iter().any(|m| m["subagentRunId"] == id));
+    // The thread's record keeps the attribution the client holds.
+    let thread: Value = app.get("/planner/threads/t1").await.json().await.unwrap();
+    let owners = |messages: &[Value]| -> Vec<Value> {
+        messages
+            .iter()
+            .map(|m| m["subagentRunId"].clone())
+            .collect()
+    };
+    assert_eq!(
+        owners(thread["messages"].as_array().unwrap()),
+        owners(&history)
+    );
     history.push(user("And a hotel?"));
     let mut next = input(history);
     next["runId"] = json!("r2");

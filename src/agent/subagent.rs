@@ -30,7 +30,9 @@ use crate::protocol::{
     EventBody, Message, ProtocolVersion, SubagentError, SubagentFinished, SubagentOutcome,
     SubagentStarted, UserMessage,
 };
+use crate::telemetry::genai;
 use crate::tools::{Tool, ToolContext, ToolDefinition, ToolError, ToolOutput};
+use tracing::Instrument;
 
 /// How much of a subagent's work a client sees (`subagent_visibility`).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
@@ -203,7 +205,15 @@ impl SubagentTool {
         }))
         .await?;
         let request = self.child_request(task, &context, &subagent_run_id);
-        match self.drain(request, &mut out).await {
+        // The child's own `invoke_agent` span, under the parent's `execute_tool`: its model
+        // calls and tools nest under it, and it carries the child's model and tokens.
+        let span = genai::run_span(&self.name, &request.thread_id, &request.run_id);
+        let drained = self.drain(request, &mut out).instrument(span.clone()).await;
+        match &drained {
+            Ok(_) => genai::record_run_outcome(&span, "finished", false),
+            Err(failure) => genai::record_run_outcome(&span, failure.code, true),
+        }
+        match drained {
             Ok(answer) => {
                 out.send(EventBody::SubagentFinished(SubagentFinished {
                     subagent_run_id,

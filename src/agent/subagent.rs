@@ -363,8 +363,10 @@ impl Outlet {
         let id = &self.subagent_run_id;
         let prefixed = |call: &mut String| *call = format!("{id}.{call}");
         match &mut body {
-            EventBody::StateSnapshot(_) | EventBody::StateDelta(_) => return None,
-            EventBody::MessagesSnapshot(_)
+            // State is the parent run's alone; lifecycle and snapshots are the child run's.
+            EventBody::StateSnapshot(_)
+            | EventBody::StateDelta(_)
+            | EventBody::MessagesSnapshot(_)
             | EventBody::RunStarted(_)
             | EventBody::RunFinished(_)
             | EventBody::RunError(_) => return None,

@@ -634,3 +634,104 @@ async fn cycles_deep_chains_and_children_that_ask_are_refused_at_start_up() {
     let error = refused(|s| travel(s, json!({"subagents": ["flights", "nowhere"]}))).await;
     assert!(error.contains("nowhere"), "{error}");
 }
+
+#[tokio::test]
+async fn a_child_cut_off_by_the_parents_tool_timeout_is_closed_before_the_result() {
+    let child = FakeLlm::start().await;
+    let app = spawn_app(|s| {
+        travel(s, json!({"tool_timeout_secs": 1}));
+        own_upstream(s, "flights", &child);
+    })
+    .await;
+    app.fake.push(Reply::Sse(chunks::tool_calls(
+        &[("call_1", "flights", &task("to Rome"))],
+        false,
+    )));
+    let words: Vec<String> = (0..200).map(|i| format!("word{i} ")).collect();
+    let parts: Vec<&str> = words.iter().map(String::as_str).collect();
+    child.push(Reply::SlowSse(
+        chunks::text_reply(&parts),
+        Duration::from_millis(50),
+    ));
+    app.fake
+        .push(Reply::Sse(chunks::text_reply(&["Flights took too long."])));
+
+    let events = app
+        .run_events("/planner", &input(vec![user("Rome?")]))
+        .await;
+    assert_well_formed(&events);
+    assert_eq!(last_type(&events), "RUN_FINISHED");
+    let id = started(&events, "flights")["subagentRunId"].clone();
+    let error = position(&events, |e| e["type"] == "SUBAGENT_ERROR");
+    assert_eq!(events[error]["subagentRunId"], id);
+    assert_eq!(events[error]["code"], "subagent_cut_off");
+    let result = position(&events, |e| e["type"] == "TOOL_CALL_RESULT");
+    assert!(error < result);
+    assert!(events[result]["content"]
+        .as_str()
+        .unwrap()
+        .contains("timed out"));
+    assert!(
+        child.wait_for_disconnect(Duration::from_secs(2)).await,
+        "the timed-out child's upstream request was left open"
+    );
+    assert_eq!(app.upstream_bodies().len(), 2, "the parent went on");
+}
+
+#[tokio::test]
+async fn a_grandchild_is_attributed_to_itself_under_its_parent_subagent() {
+    let app = spawn_app(|s| {
+        travel(s, json!({}));
+        s.agents.get_mut("flights").unwrap().subagents = vec!["hotels".into()];
+    })
+    .await;
+    app.fake.push(Reply::Sse(chunks::tool_calls(
+        &[("call_1", "flights", &task("a trip to Rome"))],
+        false,
+    )));
+    app.fake.push(Reply::Sse(chunks::tool_calls(
+        &[("call_2", "hotels", &task("a hotel in Rome"))],
+        false,
+    )));
+    app.fake
+        .push(Reply::Sse(chunks::text_reply(&["Hotel Roma."])));
+    app.fake
+        .push(Reply::Sse(chunks::text_reply(&["AF12 and Hotel Roma."])));
+    app.fake
+        .push(Reply::Sse(chunks::text_reply(&["All booked."])));
+
+    let events = app
+        .run_events("/planner", &input(vec![user("Rome trip")]))
+        .await;
+    assert_well_formed(&events);
+    let flights = started(&events, "flights");
+    let hotels = started(&events, "hotels");
+    let (flights_id, hotels_id) = (&flights["subagentRunId"], &hotels["subagentRunId"]);
+    assert!(flights.get("parentSubagentRunId").is_none());
+    assert_eq!(hotels["parentSubagentRunId"], *flights_id);
+    // The grandchild names the child's call as the client saw it.
+    let call = events
+        .iter()
+        .find(|e| e["type"] == "TOOL_CALL_START" && e["toolCallName"] == "hotels")
+        .unwrap();
+    assert_eq!(call["subagentRunId"], *flights_id);
+    assert_eq!(hotels["parentToolCallId"], call["toolCallId"]);
+    assert_eq!(hotels["parentMessageId"], call["parentMessageId"]);
+    let hotel_text = events
+        .iter()
+        .find(|e| e["type"] == "TEXT_MESSAGE_CONTENT" && e["delta"] == "Hotel Roma.")
+        .unwrap();
+    assert_eq!(hotel_text["subagentRunId"], *hotels_id);
+    let child_result = events
+        .iter()
+        .find(|e| e["type"] == "TOOL_CALL_RESULT" && e["toolCallId"] == call["toolCallId"])
+        .unwrap();
+    assert_eq!(child_result["subagentRunId"], *flights_id);
+    assert_eq!(child_result["content"], "Hotel Roma.");
+    let parent_result = events
+        .iter()
+        .find(|e| e["type"] == "TOOL_CALL_RESULT" && e["toolCallId"] == "call_1")
+        .unwrap();
+    assert_eq!(parent_result["content"], "AF12 and Hotel Roma.");
+    assert_eq!(app.upstream_bodies().len(), 5);
+}

@@ -11,8 +11,9 @@
 //! (`middleware::subagents`). A child's state events are not passed on: AG-UI has one state per
 //! run, and a child's snapshot would replace the parent's.
 //!
-//! The child run is owned by the call's future: the parent's tool timeout, a stopped run or a
-//! client gone drop it, and with it the child's stream and its upstream request. The call may
+//! The child run is owned by the call's future: the call's timeout (`subagent_timeout_secs`), a
+//! stopped run or a client gone drop it, and with it the child's stream and its upstream
+//! request. The call may
 //! also fail fast: at most `max_parallel` calls of one parent run go at once (the fan-out
 //! limit; the others get an error result), and a child that asks a person (approvals inside a
 //! subagent are not supported yet; start-up refuses such children) fails the call.

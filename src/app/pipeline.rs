@@ -78,6 +78,16 @@ pub(crate) fn build(
         model: settings.model.clone(),
         max_iterations: settings.max_iterations,
         tool_timeout: Duration::from_secs(settings.tool_timeout_secs),
+        tool_timeouts: settings
+            .subagents
+            .iter()
+            .map(|child| {
+                (
+                    child.clone(),
+                    Duration::from_secs(settings.subagent_timeout_secs),
+                )
+            })
+            .collect(),
         tool_name_clash: settings.tool_name_clash,
         state_rules: settings.state.from_tools.clone(),
         approvals: approvals.clone(),

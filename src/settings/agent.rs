@@ -94,6 +94,14 @@ pub struct AgentSettings {
     /// Longest chain of delegation from this agent (it to a child is 1).
     #[serde(default = "default_max_subagent_depth")]
     pub max_subagent_depth: usize,
+    /// Longest a subagent call (the child's whole run) may take, instead of
+    /// `tool_timeout_secs`.
+    #[serde(default = "default_subagent_timeout_secs")]
+    pub subagent_timeout_secs: u64,
+}
+
+fn default_subagent_timeout_secs() -> u64 {
+    120
 }
 
 fn default_max_parallel_subagents() -> usize {

@@ -50,9 +50,12 @@ fn validate_parent(
     if agent.subagents.is_empty() {
         return Ok(());
     }
-    if agent.max_parallel_subagents == 0 || agent.max_subagent_depth == 0 {
+    if agent.max_parallel_subagents == 0
+        || agent.max_subagent_depth == 0
+        || agent.subagent_timeout_secs == 0
+    {
         return Err(invalid(format!(
-            "agents.{name}: max_parallel_subagents and max_subagent_depth must be at least 1 for its subagents"
+            "agents.{name}: max_parallel_subagents, max_subagent_depth and subagent_timeout_secs must be at least 1 for its subagents"
         )));
     }
     let mut seen = std::collections::BTreeSet::new();

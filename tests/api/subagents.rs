@@ -636,10 +636,14 @@ async fn cycles_deep_chains_and_children_that_ask_are_refused_at_start_up() {
 }
 
 #[tokio::test]
-async fn a_child_cut_off_by_the_parents_tool_timeout_is_closed_before_the_result() {
+async fn a_child_cut_off_by_the_subagent_timeout_is_closed_before_the_result() {
     let child = FakeLlm::start().await;
     let app = spawn_app(|s| {
-        travel(s, json!({"tool_timeout_secs": 1}));
+        // The parent's other tools keep their timeout; a child gets subagent_timeout_secs.
+        travel(
+            s,
+            json!({"subagent_timeout_secs": 1, "tool_timeout_secs": 60}),
+        );
         own_upstream(s, "flights", &child);
     })
     .await;

@@ -11,8 +11,8 @@
 //!   child lands in the client's history (activities are never sent back to the model);
 //! - `hidden` drops it all: the call's `TOOL_CALL_RESULT` is all there is.
 //!
-//! A child whose call ended without its end (the parent's tool timeout dropped it) is closed
-//! here, before the call's result, as clients require of an open subagent.
+//! A child whose call ended without its end (its timeout dropped it) is closed here, before the
+//! call's result, as clients require of an open subagent.
 
 use std::collections::HashMap;
 use std::sync::Arc;

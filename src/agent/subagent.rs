@@ -13,10 +13,10 @@
 //!
 //! The child run is owned by the call's future: the call's timeout (`subagent_timeout_secs`), a
 //! stopped run or a client gone drop it, and with it the child's stream and its upstream
-//! request. The call may
-//! also fail fast: at most `max_parallel` calls of one parent run go at once (the fan-out
-//! limit; the others get an error result), and a child that asks a person (approvals inside a
-//! subagent are not supported yet; start-up refuses such children) fails the call.
+//! request. The call may also fail fast: at most `max_parallel` calls of one parent run go at
+//! once (the fan-out limit; the others get an error result), and a child that asks a person
+//! (approvals inside a subagent are not supported yet; start-up refuses such children) fails
+//! the call.
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};

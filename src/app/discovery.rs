@@ -11,7 +11,7 @@ use crate::http::Discovery;
 use crate::protocol::{
     AgentCapabilities, ExecutionCapabilities, HumanInTheLoopCapabilities, IdentityCapabilities,
     MultiAgentCapabilities, MultimodalCapabilities, MultimodalInputCapabilities,
-    ReasoningCapabilities, StateCapabilities, SubAgentInfo, Tool, ToolsCapabilities,
+    ReasoningCapabilities, StateCapabilities, SubagentInfo, Tool, ToolsCapabilities,
     TransportCapabilities,
 };
 use crate::settings::{
@@ -194,10 +194,10 @@ fn add_subagents(capabilities: &mut AgentCapabilities, agent: &AgentSettings, se
     capabilities.multi_agent = Some(MultiAgentCapabilities {
         supported: Some(true),
         delegation: Some(true),
-        sub_agents: Some(
+        subagents: Some(
             children
                 .into_iter()
-                .map(|(name, description)| SubAgentInfo { name, description })
+                .map(|(name, description)| SubagentInfo { name, description })
                 .collect(),
         ),
     });

@@ -99,14 +99,15 @@ pub struct MultiAgentCapabilities {
     /// The agent hands tasks to other agents (its subagents) within its runs.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub delegation: Option<bool>,
+    /// The agents it may invoke (`subagents`, all lower case, as `@ag-ui/core` 1.0 spells it).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub sub_agents: Option<Vec<SubAgentInfo>>,
+    pub subagents: Option<Vec<SubagentInfo>>,
 }
 
-/// One agent another may delegate to.
+/// One agent another may delegate to (`SubagentInfo`).
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct SubAgentInfo {
+pub struct SubagentInfo {
     pub name: String,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub description: Option<String>,

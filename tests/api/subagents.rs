@@ -567,7 +567,7 @@ async fn capabilities_report_the_subagents() {
     assert_eq!(multi["supported"], true);
     assert_eq!(multi["delegation"], true);
     assert_eq!(
-        multi["subAgents"],
+        multi["subagents"],
         json!([
             {"name": "flights", "description": "Finds flights"},
             {"name": "hotels", "description": "Finds hotels"},

@@ -320,7 +320,7 @@ fn assemble(
             .map_err(|message| SettingsError::Invalid(format!("agents.{name}: {message}")))?;
         let timeout = Duration::from_secs(agent_settings.tool_timeout_secs);
         mcp_apps.add_agent(name, mcp.app_servers_for(name), approvals, timeout);
-        let mut tools = subagents::tools(agent_settings, settings, &agents);
+        let (mut tools, subagent_runs) = subagents::tools(agent_settings, settings, &agents);
         tools.extend(extra_tools.get(name).into_iter().flatten().cloned());
         let agent = pipeline::build(
             name,
@@ -330,6 +330,7 @@ fn assemble(
             mcp.sources_for(name),
             approval_keys,
             settings.server.input_limits.max_id_bytes,
+            subagent_runs,
         )
         .map_err(|message| SettingsError::Invalid(format!("agents.{name}: {message}")))?;
         agents.insert(name.clone(), agent);

@@ -29,7 +29,7 @@ use serde_json::{json, Value};
 use super::{new_id, Agent, AgentError, AgentUpdate, RunRequest};
 use crate::protocol::{
     EventBody, Message, ProtocolVersion, SubagentError, SubagentFinished, SubagentOutcome,
-    SubagentStarted, UserMessage,
+    SubagentStarted, TokenUsage, UserMessage,
 };
 use crate::telemetry::genai;
 use crate::tools::{Tool, ToolContext, ToolDefinition, ToolError, ToolOutput};
@@ -61,56 +61,80 @@ impl SubagentVisibility {
     }
 }
 
-/// How many subagent calls each run of one parent has going, so a turn that calls more than
-/// `limit` children at once gets errors for the rest instead of fanning out without bound.
-/// Shared by the subagent tools of one parent. The calls of one turn all run before the next
-/// turn starts, so "at once in this run" is "in this turn".
+/// What the subagent tools of one parent share, per run of the parent: how many calls it has
+/// going, so a turn that calls more than `limit` children at once gets errors for the rest
+/// instead of fanning out without bound (the calls of one turn all run before the next turn
+/// starts, so "at once in this run" is "in this turn"); and the children's token usage, which
+/// the parent's `SubagentView` takes and reports as the run's own (a run's usage covers its
+/// subagents').
 #[derive(Debug, Clone)]
-pub struct FanOut {
+pub struct SubagentRuns {
     limit: usize,
-    running: Arc<Mutex<HashMap<String, usize>>>,
+    shared: Arc<Mutex<Shared>>,
 }
 
-impl FanOut {
+#[derive(Debug, Default)]
+struct Shared {
+    /// Calls going, by parent run id.
+    running: HashMap<String, usize>,
+    /// Children's usage not yet reported, by parent run id.
+    usage: HashMap<String, Vec<TokenUsage>>,
+}
+
+impl SubagentRuns {
     pub fn new(limit: usize) -> Self {
-        FanOut {
+        SubagentRuns {
             limit,
-            running: Arc::default(),
+            shared: Arc::default(),
         }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Shared> {
+        self.shared.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// A slot for one call of the run `run_id`, held until dropped; `None` when the run has
     /// `limit` calls going.
-    fn enter(&self, run_id: &str) -> Option<FanOutSlot> {
-        let mut running = self.running.lock().unwrap_or_else(|e| e.into_inner());
-        let count = running.entry(run_id.to_owned()).or_insert(0);
+    fn enter(&self, run_id: &str) -> Option<CallSlot> {
+        let mut shared = self.lock();
+        let count = shared.running.entry(run_id.to_owned()).or_insert(0);
         if *count >= self.limit {
             return None;
         }
         *count += 1;
-        Some(FanOutSlot {
-            fan_out: self.clone(),
+        Some(CallSlot {
+            runs: self.clone(),
             run_id: run_id.to_owned(),
         })
     }
+
+    fn add_usage(&self, run_id: &str, usage: TokenUsage) {
+        let mut shared = self.lock();
+        shared
+            .usage
+            .entry(run_id.to_owned())
+            .or_default()
+            .push(usage);
+    }
+
+    /// The children's usage in the run `run_id` since the last take.
+    pub fn take_usage(&self, run_id: &str) -> Vec<TokenUsage> {
+        self.lock().usage.remove(run_id).unwrap_or_default()
+    }
 }
 
-struct FanOutSlot {
-    fan_out: FanOut,
+struct CallSlot {
+    runs: SubagentRuns,
     run_id: String,
 }
 
-impl Drop for FanOutSlot {
+impl Drop for CallSlot {
     fn drop(&mut self) {
-        let mut running = self
-            .fan_out
-            .running
-            .lock()
-            .unwrap_or_else(|e| e.into_inner());
-        if let Some(count) = running.get_mut(&self.run_id) {
+        let mut shared = self.runs.lock();
+        if let Some(count) = shared.running.get_mut(&self.run_id) {
             *count = count.saturating_sub(1);
             if *count == 0 {
-                running.remove(&self.run_id);
+                shared.running.remove(&self.run_id);
             }
         }
     }
@@ -123,7 +147,7 @@ pub struct SubagentTool {
     name: String,
     description: Option<String>,
     child: Arc<dyn Agent>,
-    fan_out: FanOut,
+    runs: SubagentRuns,
 }
 
 impl std::fmt::Debug for SubagentTool {
@@ -141,14 +165,14 @@ impl SubagentTool {
         name: &str,
         description: Option<&str>,
         child: Arc<dyn Agent>,
-        fan_out: FanOut,
+        runs: SubagentRuns,
     ) -> Self {
         SubagentTool {
             definition: definition(name, description),
             name: name.to_owned(),
             description: description.map(str::to_owned),
             child,
-            fan_out,
+            runs,
         }
     }
 
@@ -183,10 +207,10 @@ impl SubagentTool {
             .get("task")
             .and_then(Value::as_str)
             .ok_or_else(|| ToolError::InvalidArguments("`task` must be a string".into()))?;
-        let Some(_slot) = self.fan_out.enter(&context.run_id) else {
+        let Some(_slot) = self.runs.enter(&context.run_id) else {
             return Err(ToolError::Failed(format!(
                 "at most {} subagent calls run at once; `{}` was not called: call it again once the others have answered",
-                self.fan_out.limit, self.name
+                self.runs.limit, self.name
             )));
         };
         let subagent_run_id = new_id("sa");
@@ -209,7 +233,10 @@ impl SubagentTool {
         // The child's own `invoke_agent` span, under the parent's `execute_tool`: its model
         // calls and tools nest under it, and it carries the child's model and tokens.
         let span = genai::run_span(&self.name, &request.thread_id, &request.run_id);
-        let drained = self.drain(request, &mut out).instrument(span.clone()).await;
+        let drained = self
+            .drain(request, &context.run_id, &mut out)
+            .instrument(span.clone())
+            .await;
         match &drained {
             Ok(_) => genai::record_run_outcome(&span, "finished", false),
             Err(failure) => genai::record_run_outcome(&span, failure.code, true),
@@ -245,7 +272,12 @@ impl SubagentTool {
     }
 
     /// Runs the child to its end, passing its events on; its last text message is the answer.
-    async fn drain(&self, request: RunRequest, out: &mut Outlet) -> Result<String, Failure> {
+    async fn drain(
+        &self,
+        request: RunRequest,
+        parent_run_id: &str,
+        out: &mut Outlet,
+    ) -> Result<String, Failure> {
         let mut stream = self.child.run(request).map_err(Failure::from)?;
         let mut answer = Answer::default();
         while let Some(update) = stream.next().await {
@@ -263,8 +295,10 @@ impl SubagentTool {
                             .into(),
                     })
                 }
-                // Not carried: a tool's events are events; usage and progress are not.
-                AgentUpdate::Usage(_) | AgentUpdate::ToolProgress(_) => {}
+                // Reported by the parent's `SubagentView`, with the call's result.
+                AgentUpdate::Usage(usage) => self.runs.add_usage(parent_run_id, usage),
+                // Not shown: the child's events say what it is doing.
+                AgentUpdate::ToolProgress(_) => {}
             }
         }
         Ok(answer.finish())

@@ -27,6 +27,7 @@ use crate::agent::middleware::{
     ApprovalGate, ClientStateInjection, PredictStateRule, PredictiveStateDeltas,
     PredictiveStateRules, StatusSnapshots, SubagentView,
 };
+use crate::agent::subagent::SubagentRuns;
 use crate::agent::{Agent, ChatAgent, ChatAgentConfig, BACKGROUND_RESULT_TOOL};
 use crate::llm::LlmClient;
 use crate::settings::{AgentSettings, ToolKindSettings};
@@ -36,7 +37,8 @@ use crate::tools::{Tool, ToolRegistry, ToolSource};
 
 /// Builds the agent named `name` from its settings, with `extra_tools` registered after the
 /// configured ones (a Rust tool of the same name replaces a configured one) and the tools of
-/// `tool_sources` (its MCP servers) as they are when each run starts.
+/// `tool_sources` (its MCP servers) as they are when each run starts. `subagent_runs` is what
+/// its subagent tools (among `extra_tools`) share with the layer that shows their work.
 ///
 /// # Errors
 /// A misconfigured tool or state schema, described for the operator.
@@ -48,6 +50,7 @@ pub(crate) fn build(
     tool_sources: Vec<Arc<dyn ToolSource>>,
     approval_keys: &[String],
     max_id_bytes: usize,
+    subagent_runs: SubagentRuns,
 ) -> Result<Arc<dyn Agent>, String> {
     let mut tools = ToolRegistry::from_settings(&settings.tools).map_err(|e| e.to_string())?;
     let background = background_tasks(settings);
@@ -99,7 +102,8 @@ pub(crate) fn build(
     // Right above the chat agent, whose subagent tools stream their children's work: every
     // layer above sees it as the client will.
     if !settings.subagents.is_empty() {
-        agent = Arc::new(SubagentView::new(agent, settings.subagent_visibility));
+        let visibility = settings.subagent_visibility;
+        agent = Arc::new(SubagentView::new(agent, visibility, subagent_runs));
     }
     // Right above the chat agent: it needs the raw tool-call events (arguments as they stream,
     // each call's end and result) and sees the state events of every layer below it, while

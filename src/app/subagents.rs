@@ -5,7 +5,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
-use crate::agent::subagent::{FanOut, SubagentTool};
+use crate::agent::subagent::{SubagentRuns, SubagentTool};
 use crate::agent::Agent;
 use crate::settings::{AgentSettings, Settings};
 use crate::tools::Tool;
@@ -31,25 +31,23 @@ pub(super) fn build_order(settings: &Settings) -> Vec<String> {
     out
 }
 
-/// The subagent tools of `agent`, over its children as built; they share one fan-out limit.
+/// The subagent tools of `agent`, over its children as built, and what they share with the
+/// agent's `SubagentView` (the fan-out limit, the children's usage).
 pub(super) fn tools(
     agent: &AgentSettings,
     settings: &Settings,
     built: &BTreeMap<String, Arc<dyn Agent>>,
-) -> Vec<Arc<dyn Tool>> {
-    let fan_out = FanOut::new(agent.max_parallel_subagents);
-    agent
+) -> (Vec<Arc<dyn Tool>>, SubagentRuns) {
+    let runs = SubagentRuns::new(agent.max_parallel_subagents);
+    let tools = agent
         .subagents
         .iter()
         .filter_map(|child| {
             let description = settings.agents.get(child)?.description.as_deref();
-            let tool = SubagentTool::new(
-                child,
-                description,
-                built.get(child)?.clone(),
-                fan_out.clone(),
-            );
+            let tool =
+                SubagentTool::new(child, description, built.get(child)?.clone(), runs.clone());
             Some(Arc::new(tool) as Arc<dyn Tool>)
         })
-        .collect()
+        .collect();
+    (tools, runs)
 }

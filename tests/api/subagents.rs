@@ -739,3 +739,50 @@ async fn a_grandchild_is_attributed_to_itself_under_its_parent_subagent() {
     assert_eq!(parent_result["content"], "AF12 and Hotel Roma.");
     assert_eq!(app.upstream_bodies().len(), 5);
 }
+
+#[tokio::test]
+async fn the_childrens_tokens_are_counted_in_the_runs_usage() {
+    let child = FakeLlm::start().await;
+    let app = spawn_app(|s| {
+        travel(s, json!({}));
+        own_upstream(s, "flights", &child);
+    })
+    .await;
+    app.fake.push(Reply::Sse(chunks::with_usage(
+        chunks::tool_calls(&[("call_1", "flights", &task("to Rome"))], false),
+        10,
+        5,
+    )));
+    child.push(Reply::Sse(chunks::with_usage(
+        chunks::text_reply(&["AF12."]),
+        7,
+        3,
+    )));
+    app.fake.push(Reply::Sse(chunks::with_usage(
+        chunks::text_reply(&["Take AF12."]),
+        20,
+        4,
+    )));
+
+    let events = app
+        .run_events("/planner", &input(vec![user("Rome?")]))
+        .await;
+    assert_well_formed(&events);
+    let usage = last(&events)["usage"].as_array().expect("usage").clone();
+    let of = |model: &str| {
+        usage
+            .iter()
+            .find(|u| u["model"] == model)
+            .unwrap_or_else(|| panic!("no usage of {model}: {usage:?}"))
+            .clone()
+    };
+    let child_usage = of("flights-model");
+    assert_eq!(child_usage["inputTokens"], 7);
+    assert_eq!(child_usage["outputTokens"], 3);
+    let parent_usage = usage
+        .iter()
+        .find(|u| u["model"] != "flights-model")
+        .unwrap();
+    assert_eq!(parent_usage["inputTokens"], 30);
+    assert_eq!(parent_usage["outputTokens"], 9);
+}

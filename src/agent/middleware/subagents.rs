@@ -11,6 +11,9 @@
 //!   child lands in the client's history (activities are never sent back to the model);
 //! - `hidden` drops it all: the call's `TOOL_CALL_RESULT` is all there is.
 //!
+//! The children's token usage, which their tools put aside, is reported here as the run's own
+//! (`AgentUpdate::Usage`), after each call's result.
+//!
 //! A child whose call ended without its end (its timeout dropped it) is closed here, before the
 //! call's result, as clients require of an open subagent.
 
@@ -19,7 +22,7 @@ use std::sync::Arc;
 
 use serde_json::{json, Map, Value};
 
-use crate::agent::subagent::SubagentVisibility;
+use crate::agent::subagent::{SubagentRuns, SubagentVisibility};
 use crate::agent::{
     map_updates, Agent, AgentError, AgentStream, AgentUpdate, RunRequest, UpdateMapper, Updates,
 };
@@ -34,6 +37,7 @@ const INLINE_TEXT_CHARS: usize = 2_000;
 pub struct SubagentView {
     inner: Arc<dyn Agent>,
     visibility: SubagentVisibility,
+    runs: SubagentRuns,
 }
 
 impl std::fmt::Debug for SubagentView {
@@ -45,14 +49,20 @@ impl std::fmt::Debug for SubagentView {
 }
 
 impl SubagentView {
-    pub fn new(inner: Arc<dyn Agent>, visibility: SubagentVisibility) -> Self {
-        SubagentView { inner, visibility }
+    /// `runs` is what the agent's subagent tools share (their children's usage, reported here).
+    pub fn new(inner: Arc<dyn Agent>, visibility: SubagentVisibility, runs: SubagentRuns) -> Self {
+        SubagentView {
+            inner,
+            visibility,
+            runs,
+        }
     }
 }
 
 impl Agent for SubagentView {
     fn run(&self, request: RunRequest) -> Result<AgentStream, AgentError> {
         let visibility = self.visibility.for_client(request.version);
+        let run_id = request.run_id.clone();
         let inner = self.inner.run(request)?;
         Ok(map_updates(
             inner,
@@ -60,6 +70,8 @@ impl Agent for SubagentView {
                 visibility,
                 call_messages: HashMap::new(),
                 open: Vec::new(),
+                runs: self.runs.clone(),
+                run_id,
             },
         ))
     }
@@ -71,6 +83,16 @@ struct ViewMapper {
     call_messages: HashMap<String, String>,
     /// The direct children running.
     open: Vec<Child>,
+    /// Where the children's usage waits for this run to report it.
+    runs: SubagentRuns,
+    run_id: String,
+}
+
+impl Drop for ViewMapper {
+    /// A run that ends (or is dropped) leaves nothing behind it.
+    fn drop(&mut self) {
+        self.runs.take_usage(&self.run_id);
+    }
 }
 
 struct Child {
@@ -241,9 +263,19 @@ impl UpdateMapper for ViewMapper {
                     self.ended(&id, end, out);
                 }
                 out.push(body.into());
+                // The children's tokens are the run's: reported with the result of the call
+                // (any call: they were all recorded before their call's result).
+                let usage = self.runs.take_usage(&self.run_id);
+                out.extend(usage.into_iter().map(AgentUpdate::Usage));
             }
             body => out.push(body.into()),
         }
+        Ok(())
+    }
+
+    fn on_end(&mut self, out: &mut Updates) -> Result<(), AgentError> {
+        let usage = self.runs.take_usage(&self.run_id);
+        out.extend(usage.into_iter().map(AgentUpdate::Usage));
         Ok(())
     }
 }

@@ -42,7 +42,7 @@ async fn a_child_streams_attributed_and_answers_with_its_last_message() {
         "flights",
         Some("Finds flights"),
         Arc::new(child.clone()),
-        FanOut::new(2),
+        SubagentRuns::new(2),
     );
     let (tx, mut rx) = tokio::sync::mpsc::channel(64);
     let output = tool
@@ -97,7 +97,7 @@ async fn a_failing_child_is_an_error_result_after_its_error_event() {
             .boxed())
         }
     }
-    let tool = SubagentTool::new("flights", None, Arc::new(Failing), FanOut::new(2));
+    let tool = SubagentTool::new("flights", None, Arc::new(Failing), SubagentRuns::new(2));
     let (tx, mut rx) = tokio::sync::mpsc::channel(64);
     let error = tool
         .call(json!({"task": "x"}), context(tx))
@@ -124,12 +124,12 @@ async fn a_failing_child_is_an_error_result_after_its_error_event() {
 
 #[test]
 fn the_fan_out_limit_counts_per_run_and_frees_on_drop() {
-    let fan_out = FanOut::new(1);
-    let first = fan_out.enter("r").expect("a slot");
-    assert!(fan_out.enter("r").is_none());
-    assert!(fan_out.enter("other").is_some());
+    let runs = SubagentRuns::new(1);
+    let first = runs.enter("r").expect("a slot");
+    assert!(runs.enter("r").is_none());
+    assert!(runs.enter("other").is_some());
     drop(first);
-    assert!(fan_out.enter("r").is_some());
+    assert!(runs.enter("r").is_some());
 }
 
 #[test]

@@ -40,7 +40,8 @@ fn script() -> Vec<AgentUpdate> {
 }
 
 async fn shown(visibility: SubagentVisibility, version: ProtocolVersion) -> Vec<EventBody> {
-    let view = SubagentView::new(Arc::new(ScriptedAgent::new(script())), visibility);
+    let runs = crate::agent::subagent::SubagentRuns::new(4);
+    let view = SubagentView::new(Arc::new(ScriptedAgent::new(script())), visibility, runs);
     let mut req = request(None);
     req.version = version;
     collect(view.run(req).unwrap())

@@ -671,6 +671,12 @@ async fn a_child_cut_off_by_the_subagent_timeout_is_closed_before_the_result() {
     assert_eq!(events[error]["code"], "subagent_cut_off");
     let result = position(&events, |e| e["type"] == "TOOL_CALL_RESULT");
     assert!(error < result);
+    // What the child had open is closed, attributed to it, right before its end.
+    assert_eq!(events[error - 1]["type"], "TEXT_MESSAGE_END");
+    assert_eq!(events[error - 1]["subagentRunId"], id);
+    assert!(events[error + 1..]
+        .iter()
+        .all(|e| e.get("subagentRunId") != Some(&id)));
     assert!(events[result]["content"]
         .as_str()
         .unwrap()

@@ -26,7 +26,7 @@ use crate::agent::subagent::{SubagentRuns, SubagentVisibility};
 use crate::agent::{
     map_updates, Agent, AgentError, AgentStream, AgentUpdate, RunRequest, UpdateMapper, Updates,
 };
-use crate::protocol::{ActivitySnapshot, EventBody, SubagentError};
+use crate::protocol::{ActivitySnapshot, EventBody, MessageRef, SubagentError};
 
 /// The `activityType` of an inline subagent.
 pub const ACTIVITY_TYPE: &str = "subagent";
@@ -72,6 +72,7 @@ impl Agent for SubagentView {
                 open: Vec::new(),
                 runs: self.runs.clone(),
                 run_id,
+                opened: Vec::new(),
             },
         ))
     }
@@ -86,6 +87,16 @@ struct ViewMapper {
     /// Where the children's usage waits for this run to report it.
     runs: SubagentRuns,
     run_id: String,
+    /// Attributed only: every subagent started and not ended (children and deeper), with what
+    /// it has open, so that one cut off is closed whole.
+    opened: Vec<Opened>,
+}
+
+/// A subagent on the stream, its parent subagent, and the ends of what it has open.
+struct Opened {
+    subagent_run_id: String,
+    parent: Option<String>,
+    ends: Vec<EventBody>,
 }
 
 impl Drop for ViewMapper {
@@ -164,10 +175,74 @@ impl ViewMapper {
         }
     }
 
+    /// Notes what an attributed event opens or closes for its subagent.
+    fn note(&mut self, body: &EventBody) {
+        let Some(owner) = body.subagent_run_id() else {
+            return;
+        };
+        let Some(opened) = self.opened.iter_mut().find(|o| o.subagent_run_id == owner) else {
+            return;
+        };
+        let end = match body {
+            EventBody::TextMessageStart(e) => EventBody::text_end(e.message_id.clone()),
+            EventBody::ToolCallStart(e) => EventBody::tool_call_end(e.tool_call_id.clone()),
+            EventBody::ReasoningStart(e) => EventBody::ReasoningEnd(MessageRef::new(&e.message_id)),
+            EventBody::ReasoningMessageStart(e) => {
+                EventBody::ReasoningMessageEnd(MessageRef::new(&e.message_id))
+            }
+            EventBody::TextMessageEnd(_)
+            | EventBody::ToolCallEnd(_)
+            | EventBody::ReasoningEnd(_)
+            | EventBody::ReasoningMessageEnd(_) => {
+                let closing = strip(body.clone());
+                opened.ends.retain(|end| strip(end.clone()) != closing);
+                return;
+            }
+            _ => return,
+        };
+        let mut end = end;
+        end.attribute_to(owner);
+        opened.ends.push(end);
+    }
+
+    /// Closes the subagent `id` cut off, and every subagent under it, deepest first: what each
+    /// left open, then its `SUBAGENT_ERROR` (`id`'s own goes out through [`Self::ended`]).
+    fn cut_off(&mut self, id: &str, out: &mut Updates) {
+        let mut order = Vec::new();
+        self.below(id, &mut order);
+        order.push(id.to_owned());
+        for each in order {
+            let Some(at) = self.opened.iter().position(|o| o.subagent_run_id == each) else {
+                continue;
+            };
+            let opened = self.opened.remove(at);
+            out.extend(opened.ends.into_iter().rev().map(AgentUpdate::from));
+            let error = EventBody::SubagentError(SubagentError {
+                subagent_run_id: each.clone(),
+                message: "The call ended before the subagent finished.".to_owned(),
+                code: Some("subagent_cut_off".to_owned()),
+            });
+            self.ended(&each, error, out);
+        }
+    }
+
+    /// The open subagents under `id`, deepest first.
+    fn below(&self, id: &str, order: &mut Vec<String>) {
+        for opened in &self.opened {
+            if opened.parent.as_deref() == Some(id) {
+                self.below(&opened.subagent_run_id, order);
+                order.push(opened.subagent_run_id.clone());
+            }
+        }
+    }
+
     /// A child event other than a start or an end.
     fn child_event(&mut self, body: EventBody, out: &mut Updates) {
         match self.visibility {
-            SubagentVisibility::Attributed => out.push(body.into()),
+            SubagentVisibility::Attributed => {
+                self.note(&body);
+                out.push(body.into());
+            }
             SubagentVisibility::Hidden => {}
             SubagentVisibility::Inline => {
                 let Some(owner) = body.subagent_run_id().map(str::to_owned) else {
@@ -199,6 +274,13 @@ impl UpdateMapper for ViewMapper {
         };
         match body {
             EventBody::SubagentStarted(mut start) => {
+                if self.visibility == SubagentVisibility::Attributed {
+                    self.opened.push(Opened {
+                        subagent_run_id: start.subagent_run_id.clone(),
+                        parent: start.parent_subagent_run_id.clone(),
+                        ends: Vec::new(),
+                    });
+                }
                 if start.parent_subagent_run_id.is_some() {
                     if self.visibility == SubagentVisibility::Attributed {
                         out.push(EventBody::SubagentStarted(start).into());
@@ -232,10 +314,12 @@ impl UpdateMapper for ViewMapper {
             }
             EventBody::SubagentFinished(ref e) => {
                 let id = e.subagent_run_id.clone();
+                self.opened.retain(|o| o.subagent_run_id != id);
                 self.ended(&id, body, out);
             }
             EventBody::SubagentError(ref e) => {
                 let id = e.subagent_run_id.clone();
+                self.opened.retain(|o| o.subagent_run_id != id);
                 self.ended(&id, body, out);
             }
             body if body.subagent_run_id().is_some() => self.child_event(body, out),
@@ -255,12 +339,7 @@ impl UpdateMapper for ViewMapper {
                     .map(|c| c.subagent_run_id.clone())
                     .collect();
                 for id in cut {
-                    let end = EventBody::SubagentError(SubagentError {
-                        subagent_run_id: id.clone(),
-                        message: "The call ended before the subagent finished.".to_owned(),
-                        code: Some("subagent_cut_off".to_owned()),
-                    });
-                    self.ended(&id, end, out);
+                    self.cut_off(&id, out);
                 }
                 out.push(body.into());
                 // The children's tokens are the run's: reported with the result of the call
@@ -278,6 +357,18 @@ impl UpdateMapper for ViewMapper {
         out.extend(usage.into_iter().map(AgentUpdate::Usage));
         Ok(())
     }
+}
+
+/// An end event without its attribution, to compare ends whoever tagged them.
+fn strip(mut body: EventBody) -> EventBody {
+    match &mut body {
+        EventBody::TextMessageEnd(e)
+        | EventBody::ReasoningEnd(e)
+        | EventBody::ReasoningMessageEnd(e) => e.subagent_run_id = None,
+        EventBody::ToolCallEnd(e) => e.subagent_run_id = None,
+        _ => {}
+    }
+    body
 }
 
 #[cfg(test)]

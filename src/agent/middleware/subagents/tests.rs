@@ -103,3 +103,61 @@ async fn hidden_shows_only_the_result() {
         ["TOOL_CALL_START", "TOOL_CALL_END", "TOOL_CALL_RESULT"]
     );
 }
+
+/// A child cut off (its call's result came first) is closed whole, deepest first: its
+/// grandchild's open message, the grandchild, its own open message, itself.
+#[tokio::test]
+async fn a_cut_off_child_is_closed_whole_before_the_result() {
+    let start = |id: &str, parent: Option<&str>, call: &str| {
+        EventBody::SubagentStarted(SubagentStarted {
+            subagent_run_id: id.into(),
+            name: id.into(),
+            description: None,
+            parent_subagent_run_id: parent.map(str::to_owned),
+            parent_tool_call_id: Some(call.into()),
+            parent_message_id: None,
+        })
+    };
+    let tagged = |mut event: EventBody, id: &str| {
+        event.attribute_to(id);
+        AgentUpdate::from(event)
+    };
+    let script = vec![
+        EventBody::tool_call_start("c1", "flights", Some("m1".into())).into(),
+        start("sa", None, "c1").into(),
+        tagged(EventBody::text_start("m2"), "sa"),
+        start("sb", Some("sa"), "sa.c2").into(),
+        tagged(EventBody::text_start("m3"), "sb"),
+        tagged(EventBody::text_start("m4"), "sb"),
+        tagged(EventBody::text_end("m4"), "sb"),
+        EventBody::tool_call_result("t1", "c1", "timed out".to_owned()).into(),
+    ];
+    let runs = crate::agent::subagent::SubagentRuns::new(4);
+    let view = SubagentView::new(
+        Arc::new(ScriptedAgent::new(script)),
+        SubagentVisibility::Attributed,
+        runs,
+    );
+    let events: Vec<EventBody> = collect(view.run(request(None)).unwrap())
+        .await
+        .into_iter()
+        .map(|item| match item {
+            Ok(AgentUpdate::Event(body)) => body,
+            other => panic!("{other:?}"),
+        })
+        .collect();
+    let tail: Vec<(&str, Option<&str>)> = events[7..]
+        .iter()
+        .map(|e| (e.type_name(), e.subagent_run_id()))
+        .collect();
+    assert_eq!(
+        tail,
+        [
+            ("TEXT_MESSAGE_END", Some("sb")),
+            ("SUBAGENT_ERROR", Some("sb")),
+            ("TEXT_MESSAGE_END", Some("sa")),
+            ("SUBAGENT_ERROR", Some("sa")),
+            ("TOOL_CALL_RESULT", None),
+        ]
+    );
+}

@@ -326,11 +326,13 @@ fn assemble(
             name,
             agent_settings,
             clients.for_profile(agent_settings.profile.as_deref()),
-            &tools,
+            pipeline::ExtraTools {
+                tools,
+                subagent_runs,
+            },
             mcp.sources_for(name),
             approval_keys,
             settings.server.input_limits.max_id_bytes,
-            subagent_runs,
         )
         .map_err(|message| SettingsError::Invalid(format!("agents.{name}: {message}")))?;
         agents.insert(name.clone(), agent);

@@ -35,10 +35,16 @@ use crate::state::{Argument, Coalescing};
 use crate::tools::background::{BackgroundLimits, BackgroundTasks, CANCEL_TOOL};
 use crate::tools::{Tool, ToolRegistry, ToolSource};
 
-/// Builds the agent named `name` from its settings, with `extra_tools` registered after the
+/// An agent's tools made outside its settings: the Rust tools registered for it and its
+/// subagents' tools, with what those share with the layer that shows their work.
+pub(crate) struct ExtraTools {
+    pub(crate) tools: Vec<Arc<dyn Tool>>,
+    pub(crate) subagent_runs: SubagentRuns,
+}
+
+/// Builds the agent named `name` from its settings, with `extra.tools` registered after the
 /// configured ones (a Rust tool of the same name replaces a configured one) and the tools of
-/// `tool_sources` (its MCP servers) as they are when each run starts. `subagent_runs` is what
-/// its subagent tools (among `extra_tools`) share with the layer that shows their work.
+/// `tool_sources` (its MCP servers) as they are when each run starts.
 ///
 /// # Errors
 /// A misconfigured tool or state schema, described for the operator.
@@ -46,11 +52,10 @@ pub(crate) fn build(
     name: &str,
     settings: &AgentSettings,
     llm: LlmClient,
-    extra_tools: &[Arc<dyn Tool>],
+    extra: ExtraTools,
     tool_sources: Vec<Arc<dyn ToolSource>>,
     approval_keys: &[String],
     max_id_bytes: usize,
-    subagent_runs: SubagentRuns,
 ) -> Result<Arc<dyn Agent>, String> {
     let mut tools = ToolRegistry::from_settings(&settings.tools).map_err(|e| e.to_string())?;
     let background = background_tasks(settings);
@@ -68,8 +73,8 @@ pub(crate) fn build(
             .register(background.cancel_tool())
             .map_err(|e| e.to_string())?;
     }
-    for tool in extra_tools {
-        tools.register(tool.clone()).map_err(|e| e.to_string())?;
+    for tool in extra.tools {
+        tools.register(tool).map_err(|e| e.to_string())?;
     }
     for source in tool_sources {
         tools.add_source(source);
@@ -103,7 +108,7 @@ pub(crate) fn build(
     // layer above sees it as the client will.
     if !settings.subagents.is_empty() {
         let visibility = settings.subagent_visibility;
-        agent = Arc::new(SubagentView::new(agent, visibility, subagent_runs));
+        agent = Arc::new(SubagentView::new(agent, visibility, extra.subagent_runs));
     }
     // Right above the chat agent: it needs the raw tool-call events (arguments as they stream,
     // each call's end and result) and sees the state events of every layer below it, while

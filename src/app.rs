@@ -326,7 +326,7 @@ fn assemble(
             name,
             agent_settings,
             clients.for_profile(agent_settings.profile.as_deref()),
-            pipeline::ExtraTools {
+            pipeline::BuiltTools {
                 tools,
                 subagent_runs,
             },

@@ -37,7 +37,7 @@ use crate::tools::{Tool, ToolRegistry, ToolSource};
 
 /// An agent's tools made outside its settings: the Rust tools registered for it and its
 /// subagents' tools, with what those share with the layer that shows their work.
-pub(crate) struct ExtraTools {
+pub(crate) struct BuiltTools {
     pub(crate) tools: Vec<Arc<dyn Tool>>,
     pub(crate) subagent_runs: SubagentRuns,
 }
@@ -52,7 +52,7 @@ pub(crate) fn build(
     name: &str,
     settings: &AgentSettings,
     llm: LlmClient,
-    extra: ExtraTools,
+    extra: BuiltTools,
     tool_sources: Vec<Arc<dyn ToolSource>>,
     approval_keys: &[String],
     max_id_bytes: usize,

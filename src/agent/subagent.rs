@@ -28,8 +28,8 @@ use serde_json::{json, Value};
 
 use super::{new_id, Agent, AgentError, AgentUpdate, RunRequest};
 use crate::protocol::{
-    EventBody, Message, ProtocolVersion, SubagentError, SubagentFinished, SubagentOutcome,
-    SubagentStarted, TokenUsage, UserMessage,
+    EventBody, Message, MessageRef, ProtocolVersion, SubagentError, SubagentFinished,
+    SubagentOutcome, SubagentStarted, TokenUsage, UserMessage,
 };
 use crate::telemetry::genai;
 use crate::tools::{Tool, ToolContext, ToolDefinition, ToolError, ToolOutput};
@@ -430,7 +430,14 @@ impl Outlet {
         let mut end = match body {
             EventBody::TextMessageStart(e) => EventBody::text_end(e.message_id.clone()),
             EventBody::ToolCallStart(e) => EventBody::tool_call_end(e.tool_call_id.clone()),
-            EventBody::TextMessageEnd(_) | EventBody::ToolCallEnd(_) => {
+            EventBody::ReasoningStart(e) => EventBody::ReasoningEnd(MessageRef::new(&e.message_id)),
+            EventBody::ReasoningMessageStart(e) => {
+                EventBody::ReasoningMessageEnd(MessageRef::new(&e.message_id))
+            }
+            EventBody::TextMessageEnd(_)
+            | EventBody::ToolCallEnd(_)
+            | EventBody::ReasoningEnd(_)
+            | EventBody::ReasoningMessageEnd(_) => {
                 self.open.retain(|open| !closes(body, open));
                 return;
             }
@@ -444,7 +451,9 @@ impl Outlet {
 /// Whether `body` is the end `open` stands for.
 fn closes(body: &EventBody, open: &EventBody) -> bool {
     match (body, open) {
-        (EventBody::TextMessageEnd(a), EventBody::TextMessageEnd(b)) => {
+        (EventBody::TextMessageEnd(a), EventBody::TextMessageEnd(b))
+        | (EventBody::ReasoningEnd(a), EventBody::ReasoningEnd(b))
+        | (EventBody::ReasoningMessageEnd(a), EventBody::ReasoningMessageEnd(b)) => {
             a.message_id == b.message_id
         }
         (EventBody::ToolCallEnd(a), EventBody::ToolCallEnd(b)) => a.tool_call_id == b.tool_call_id,

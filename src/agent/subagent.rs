@@ -43,7 +43,7 @@ pub enum SubagentVisibility {
     /// `SUBAGENT_ERROR` (1.0 clients; a 0.x client gets `inline` instead).
     #[default]
     Attributed,
-    /// The child's text folded into one `subagent` activity per call, updated as each of its
+    /// The child's text folded into one `agui-host.subagent` activity per call, updated as each of its
     /// messages ends; no subagent events, nothing attributed.
     Inline,
     /// Only the call's result.

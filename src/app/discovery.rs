@@ -15,8 +15,8 @@ use crate::protocol::{
     TransportCapabilities,
 };
 use crate::settings::{
-    AgentSettings, ApprovalPolicySetting, FixedApproval, OnDisconnect, Settings, ToolKindSettings,
-    ToolSettings,
+    AgentSettings, ApprovalPolicySetting, FixedApproval, OnDisconnect, Settings,
+    SubagentVisibility, ToolKindSettings, ToolSettings,
 };
 
 /// The key of this server's own declarations under `capabilities.custom`.
@@ -342,6 +342,10 @@ fn custom(agent: &AgentSettings) -> Option<Map<String, Value>> {
     if !agent.mcp_servers.is_empty() {
         // Sent after a call of an MCP tool with a UI resource; its requests are answered here.
         activities.push(json!("mcp-apps"));
+    }
+    if !agent.subagents.is_empty() && agent.subagent_visibility != SubagentVisibility::Hidden {
+        // A child's work folded into one activity (inline, and for 0.x clients).
+        activities.push(json!(crate::agent::middleware::SUBAGENT_ACTIVITY_TYPE));
     }
     if !activities.is_empty() {
         ours.insert("activityTypes".into(), Value::Array(activities));

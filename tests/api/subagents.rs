@@ -509,7 +509,7 @@ async fn inline_folds_the_child_into_an_activity_for_both_generations() {
     assert_nothing_attributed(&events);
     let activities = of_type(&events, "ACTIVITY_SNAPSHOT");
     let last = activities.last().expect("an activity");
-    assert_eq!(last["activityType"], "subagent");
+    assert_eq!(last["activityType"], "agui-host.subagent");
     assert_eq!(last["content"]["agent"], "hotels");
     assert_eq!(last["content"]["status"], "finished");
     assert_eq!(last["content"]["text"], "Hotel Roma, 120 EUR.");
@@ -582,6 +582,14 @@ async fn capabilities_report_the_subagents() {
     assert!(
         tools.contains(&"flights") && tools.contains(&"hotels"),
         "{tools:?}"
+    );
+    let activities = &capabilities["custom"]["agui-host"]["activityTypes"];
+    assert!(
+        activities
+            .as_array()
+            .unwrap()
+            .contains(&json!("agui-host.subagent")),
+        "{activities}"
     );
     let child: Value = app.get("/flights/capabilities").await.json().await.unwrap();
     assert_eq!(child["multiAgent"]["supported"], false);

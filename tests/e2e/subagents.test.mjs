@@ -50,7 +50,7 @@ for (const client of CLIENTS) {
         assert.equal(events.filter((e) => e.type.startsWith("SUBAGENT_")).length, 0);
         assert.ok(events.every((e) => !("subagentRunId" in e)));
         const activity = ofType(events, "ACTIVITY_SNAPSHOT").at(-1);
-        assert.equal(activity.activityType, "subagent");
+        assert.equal(activity.activityType, "agui-host.subagent");
         assert.equal(activity.content.status, "finished");
         assert.equal(activity.content.text, "AF12 at 9:00.");
       }

@@ -5,7 +5,7 @@
 //! attributed; this layer, right above the base agent, shapes it per run:
 //! - `attributed` passes it on, filling in `SUBAGENT_STARTED.parentMessageId` from the parent's
 //!   `TOOL_CALL_START` of the call (the tool knows the call's id, not its message);
-//! - `inline` folds each direct child into one `subagent` activity (its name, its status and
+//! - `inline` folds each direct child into one `agui-host.subagent` activity (its name, its status and
 //!   its latest text message, bounded), updated when one of its messages ends, and drops
 //!   everything else the child sent: a 0.x client can show an activity, and no message of the
 //!   child lands in the client's history (activities are never sent back to the model);
@@ -29,7 +29,7 @@ use crate::agent::{
 use crate::protocol::{ActivitySnapshot, EventBody, MessageRef, SubagentError};
 
 /// The `activityType` of an inline subagent.
-pub const ACTIVITY_TYPE: &str = "subagent";
+pub const ACTIVITY_TYPE: &str = "agui-host.subagent";
 
 /// Characters of a child's latest message an inline activity shows.
 const INLINE_TEXT_CHARS: usize = 2_000;

@@ -11,6 +11,7 @@ use tokio::net::TcpListener;
 mod backends;
 mod discovery;
 mod pipeline;
+mod subagents;
 
 pub use pipeline::approval_policies;
 
@@ -312,17 +313,23 @@ fn assemble(
     let offline = clients.default.is_offline();
     let mut agents: BTreeMap<String, Arc<dyn Agent>> = BTreeMap::new();
     let mut mcp_apps = McpApps::default();
-    for (name, agent_settings) in &settings.agents {
+    // Children first: a parent's subagent tools hold its children's built agents.
+    for name in subagents::build_order(settings) {
+        let (name, agent_settings) = (&name, &settings.agents[&name]);
         let approvals = pipeline::approval_policies(agent_settings)
             .map_err(|message| SettingsError::Invalid(format!("agents.{name}: {message}")))?;
         let timeout = Duration::from_secs(agent_settings.tool_timeout_secs);
         mcp_apps.add_agent(name, mcp.app_servers_for(name), approvals, timeout);
-        let tools = extra_tools.get(name).map(Vec::as_slice).unwrap_or_default();
+        let (mut tools, subagent_runs) = subagents::tools(agent_settings, settings, &agents);
+        tools.extend(extra_tools.get(name).into_iter().flatten().cloned());
         let agent = pipeline::build(
             name,
             agent_settings,
             clients.for_profile(agent_settings.profile.as_deref()),
-            tools,
+            pipeline::BuiltTools {
+                tools,
+                subagent_runs,
+            },
             mcp.sources_for(name),
             approval_keys,
             settings.server.input_limits.max_id_bytes,
@@ -389,6 +396,7 @@ fn agent_tools(settings: &Settings, extra_tools: &ExtraTools) -> BTreeMap<String
         .iter()
         .map(|(name, agent)| {
             let configured = agent.tools.iter().map(|tool| tool.name.clone());
+            let configured = configured.chain(agent.subagents.iter().cloned());
             let registered = extra_tools
                 .get(name)
                 .into_iter()

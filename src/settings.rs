@@ -30,6 +30,7 @@ pub use llm::{LlmProvider, LlmSettings};
 mod models;
 pub use models::{ModelProfile, DEFAULT_PROFILE};
 mod runs;
+mod subagents;
 mod threads;
 pub use runs::{OnDisconnect, RunSettings};
 pub use threads::{ConcurrentRunPolicy, HistoryPolicy, ThreadSettings, ThreadStoreKind};
@@ -609,6 +610,7 @@ impl Settings {
         for (name, agent) in &self.agents {
             validate_agent(name, agent)?;
         }
+        subagents::validate(&self.agents)?;
         self.validate_approval_keys()?;
         self.validate_production_access()?;
         self.llm.validate("llm")?;

@@ -47,6 +47,9 @@ pub struct ChatAgentConfig {
     pub model: Option<String>,
     pub max_iterations: u32,
     pub tool_timeout: Duration,
+    /// Tools whose calls get a timeout of their own instead of `tool_timeout` (subagents,
+    /// whose whole run is one call).
+    pub tool_timeouts: std::collections::BTreeMap<String, Duration>,
     pub tool_name_clash: ToolNameClash,
     /// Tools whose arguments or results update the shared state.
     pub state_rules: Vec<ToolStateRule>,
@@ -566,7 +569,8 @@ impl RunState {
         let timeout = if self.config.background.runs(&call.name) {
             self.config.background.timeout()
         } else {
-            self.config.tool_timeout
+            let own = self.config.tool_timeouts.get(&call.name).copied();
+            own.unwrap_or(self.config.tool_timeout)
         };
         let context = ToolContext {
             scope: self.scope.clone(),

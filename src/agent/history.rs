@@ -44,6 +44,11 @@ pub fn to_chat_messages(
         repair.out.push(ChatMessage::System { content: prompt });
     }
     for message in messages {
+        if message.subagent_run_id().is_some() {
+            // A subagent's transcript, kept by the client to show: the parent's model saw only
+            // the call's result.
+            continue;
+        }
         match message {
             Message::Tool(tool) => repair.tool_result(tool),
             Message::Assistant(assistant) => repair.assistant_turn(assistant),

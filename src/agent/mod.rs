@@ -37,6 +37,7 @@ mod mapper;
 pub mod mcp_apps;
 pub mod middleware;
 mod state_view;
+pub mod subagent;
 mod trace;
 
 use std::collections::BTreeSet;

@@ -11,11 +11,12 @@ use crate::http::Discovery;
 use crate::protocol::{
     AgentCapabilities, ExecutionCapabilities, HumanInTheLoopCapabilities, IdentityCapabilities,
     MultiAgentCapabilities, MultimodalCapabilities, MultimodalInputCapabilities,
-    ReasoningCapabilities, StateCapabilities, Tool, ToolsCapabilities, TransportCapabilities,
+    ReasoningCapabilities, StateCapabilities, SubagentInfo, Tool, ToolsCapabilities,
+    TransportCapabilities,
 };
 use crate::settings::{
     A2uiGenerate, AgentSettings, ApprovalPolicySetting, FixedApproval, OnDisconnect, Settings,
-    ToolKindSettings, ToolSettings,
+    SubagentVisibility, ToolKindSettings, ToolSettings,
 };
 use crate::tools::a2ui::BASIC_CATALOG_ID as A2UI_BASIC_CATALOG_ID;
 
@@ -84,6 +85,7 @@ pub(super) fn discovery(
             let extra = extra_tools.get(name).map(Vec::as_slice).unwrap_or_default();
             let mut capabilities =
                 agent_capabilities(name, agent, extra, run_deadline_secs, resumable);
+            add_subagents(&mut capabilities, agent, settings);
             let custom = capabilities.custom.get_or_insert_with(Map::new);
             if let Value::Object(ours) = custom
                 .entry(CUSTOM_KEY.to_owned())
@@ -129,6 +131,7 @@ fn agent_capabilities(
         state: Some(state_capabilities(agent)),
         multi_agent: Some(MultiAgentCapabilities {
             supported: Some(false),
+            ..Default::default()
         }),
         // Whatever reasoning the model streams is passed on as REASONING_* events.
         reasoning: Some(ReasoningCapabilities {
@@ -163,6 +166,42 @@ fn server_tools(agent: &AgentSettings, extra_tools: &[Tool]) -> Vec<Tool> {
         metadata: None,
     });
     configured.chain(extra_tools.iter().cloned()).collect()
+}
+
+/// An agent's subagents: `multiAgent` names them, and each is one of its tools.
+fn add_subagents(capabilities: &mut AgentCapabilities, agent: &AgentSettings, settings: &Settings) {
+    if agent.subagents.is_empty() {
+        return;
+    }
+    let described = |child: &String| {
+        let description = settings
+            .agents
+            .get(child)
+            .and_then(|a| a.description.clone());
+        (child.clone(), description)
+    };
+    let children: Vec<(String, Option<String>)> = agent.subagents.iter().map(described).collect();
+    if let Some(items) = capabilities.tools.as_mut().and_then(|t| t.items.as_mut()) {
+        items.extend(children.iter().map(|(name, description)| {
+            let definition = crate::agent::subagent::definition(name, description.as_deref());
+            Tool {
+                name: definition.name,
+                description: definition.description,
+                parameters: Some(definition.parameters),
+                metadata: None,
+            }
+        }));
+    }
+    capabilities.multi_agent = Some(MultiAgentCapabilities {
+        supported: Some(true),
+        delegation: Some(true),
+        subagents: Some(
+            children
+                .into_iter()
+                .map(|(name, description)| SubagentInfo { name, description })
+                .collect(),
+        ),
+    });
 }
 
 /// Image parts reach the model as image content; audio, video and documents only as a text
@@ -304,6 +343,10 @@ fn custom(agent: &AgentSettings) -> Option<Map<String, Value>> {
     if !agent.mcp_servers.is_empty() {
         // Sent after a call of an MCP tool with a UI resource; its requests are answered here.
         activities.push(json!("mcp-apps"));
+    }
+    if !agent.subagents.is_empty() && agent.subagent_visibility != SubagentVisibility::Hidden {
+        // A child's work folded into one activity (inline, and for 0.x clients).
+        activities.push(json!(crate::agent::middleware::SUBAGENT_ACTIVITY_TYPE));
     }
     if !activities.is_empty() {
         ours.insert("activityTypes".into(), Value::Array(activities));

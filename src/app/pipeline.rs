@@ -13,7 +13,9 @@
 //! 4. `PredictiveStateDeltas` (when the agent has `predict_state` rules) streams tool arguments
 //!    as state deltas; it sits on the base agent to see raw tool-call events and every state
 //!    event below it;
-//! 5. `ChatAgent`, the base: model, tools, and state updates from tools.
+//! 5. `SubagentView` (when the agent has `subagents`) shapes its children's work for the
+//!    client, before any layer above sees it;
+//! 6. `ChatAgent`, the base: model, tools, and state updates from tools.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -23,8 +25,9 @@ use crate::agent::config::ApprovalPolicySetting;
 use crate::agent::input::InputSpec;
 use crate::agent::middleware::{
     ApprovalGate, ClientStateInjection, PredictStateRule, PredictiveStateDeltas,
-    PredictiveStateRules, StatusSnapshots,
+    PredictiveStateRules, StatusSnapshots, SubagentView,
 };
+use crate::agent::subagent::SubagentRuns;
 use crate::agent::{Agent, ChatAgent, ChatAgentConfig, BACKGROUND_RESULT_TOOL};
 use crate::llm::LlmClient;
 use crate::settings::{AgentSettings, ToolKindSettings};
@@ -32,7 +35,14 @@ use crate::state::{Argument, Coalescing};
 use crate::tools::background::{BackgroundLimits, BackgroundTasks, CANCEL_TOOL};
 use crate::tools::{Tool, ToolRegistry, ToolSource};
 
-/// Builds the agent named `name` from its settings, with `extra_tools` registered after the
+/// An agent's tools made outside its settings: the Rust tools registered for it and its
+/// subagents' tools, with what those share with the layer that shows their work.
+pub(crate) struct BuiltTools {
+    pub(crate) tools: Vec<Arc<dyn Tool>>,
+    pub(crate) subagent_runs: SubagentRuns,
+}
+
+/// Builds the agent named `name` from its settings, with `extra.tools` registered after the
 /// configured ones (a Rust tool of the same name replaces a configured one) and the tools of
 /// `tool_sources` (its MCP servers) as they are when each run starts.
 ///
@@ -42,7 +52,7 @@ pub(crate) fn build(
     name: &str,
     settings: &AgentSettings,
     llm: LlmClient,
-    extra_tools: &[Arc<dyn Tool>],
+    extra: BuiltTools,
     tool_sources: Vec<Arc<dyn ToolSource>>,
     approval_keys: &[String],
     max_id_bytes: usize,
@@ -63,8 +73,8 @@ pub(crate) fn build(
             .register(background.cancel_tool())
             .map_err(|e| e.to_string())?;
     }
-    for tool in extra_tools {
-        tools.register(tool.clone()).map_err(|e| e.to_string())?;
+    for tool in extra.tools {
+        tools.register(tool).map_err(|e| e.to_string())?;
     }
     for source in tool_sources {
         tools.add_source(source);
@@ -76,6 +86,16 @@ pub(crate) fn build(
         model: settings.model.clone(),
         max_iterations: settings.max_iterations,
         tool_timeout: Duration::from_secs(settings.tool_timeout_secs),
+        tool_timeouts: settings
+            .subagents
+            .iter()
+            .map(|child| {
+                (
+                    child.clone(),
+                    Duration::from_secs(settings.subagent_timeout_secs),
+                )
+            })
+            .collect(),
         tool_name_clash: settings.tool_name_clash,
         state_rules: settings.state.from_tools.clone(),
         approvals: approvals.clone(),
@@ -85,6 +105,12 @@ pub(crate) fn build(
         a2ui: settings.a2ui.clone(),
     };
     let mut agent: Arc<dyn Agent> = Arc::new(ChatAgent::new(llm, config, tools.clone()));
+    // Right above the chat agent, whose subagent tools stream their children's work: every
+    // layer above sees it as the client will.
+    if !settings.subagents.is_empty() {
+        let visibility = settings.subagent_visibility;
+        agent = Arc::new(SubagentView::new(agent, visibility, extra.subagent_runs));
+    }
     // Right above the chat agent: it needs the raw tool-call events (arguments as they stream,
     // each call's end and result) and sees the state events of every layer below it, while
     // layers above see its deltas and snapshots as any other state events.

@@ -96,6 +96,21 @@ pub struct StateCapabilities {
 pub struct MultiAgentCapabilities {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub supported: Option<bool>,
+    /// The agent hands tasks to other agents (its subagents) within its runs.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub delegation: Option<bool>,
+    /// The agents it may invoke (`subagents`, all lower case, as `@ag-ui/core` 1.0 spells it).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub subagents: Option<Vec<SubagentInfo>>,
+}
+
+/// One agent another may delegate to (`SubagentInfo`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SubagentInfo {
+    pub name: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]

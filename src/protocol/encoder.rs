@@ -82,6 +82,8 @@ pub struct RunEncoder {
     open_reasoning_messages: Vec<String>,
     open_reasoning_spans: Vec<String>,
     open_steps: Vec<String>,
+    /// Subagents started and not yet finished: each must end before `RUN_FINISHED`.
+    open_subagents: Vec<String>,
     /// Tool calls started in this run that got no `TOOL_CALL_RESULT`, in call order: the
     /// frontend calls left for the client (`pendingToolCallIds`).
     unanswered_tool_calls: Vec<String>,
@@ -108,6 +110,7 @@ impl RunEncoder {
             open_reasoning_messages: Vec::new(),
             open_reasoning_spans: Vec::new(),
             open_steps: Vec::new(),
+            open_subagents: Vec::new(),
             unanswered_tool_calls: Vec::new(),
             usage: Vec::new(),
             interrupts: Vec::new(),
@@ -270,10 +273,19 @@ impl RunEncoder {
             | EventBody::ActivityDelta(_)
             | EventBody::Raw(_)
             | EventBody::Custom(_)
-            | EventBody::ReasoningEncryptedValue(_)
-            | EventBody::SubagentStarted(_)
-            | EventBody::SubagentFinished(_)
-            | EventBody::SubagentError(_) => Ok(Track::Write),
+            | EventBody::ReasoningEncryptedValue(_) => Ok(Track::Write),
+            EventBody::SubagentStarted(e) => {
+                open(&mut self.open_subagents, &e.subagent_run_id, "subagent")
+                    .map(|()| Track::Write)
+            }
+            EventBody::SubagentFinished(e) => {
+                close(&mut self.open_subagents, &e.subagent_run_id, "subagent")
+                    .map(|()| Track::Write)
+            }
+            EventBody::SubagentError(e) => {
+                close(&mut self.open_subagents, &e.subagent_run_id, "subagent")
+                    .map(|()| Track::Write)
+            }
         }
     }
 
@@ -290,7 +302,10 @@ impl RunEncoder {
                     ));
                 }
                 open(&mut self.open_tool_calls, &e.tool_call_id, "tool call")?;
-                self.unanswered_tool_calls.push(e.tool_call_id.clone());
+                // A subagent's calls are its own business: never the client's to answer.
+                if e.subagent_run_id.is_none() {
+                    self.unanswered_tool_calls.push(e.tool_call_id.clone());
+                }
                 Ok(())
             }
             EventBody::ToolCallArgs(e) => {
@@ -445,6 +460,18 @@ impl RunEncoder {
                 EventBody::StepFinished(Step {
                     step_name: name,
                     subagent_run_id: None,
+                }),
+                out,
+            )?;
+        }
+        // Last: what a subagent left open is closed above, before the subagent itself. A
+        // subagent still open here was cut off (a stopped run, a call that timed out).
+        for id in std::mem::take(&mut self.open_subagents) {
+            self.write(
+                EventBody::SubagentError(SubagentError {
+                    subagent_run_id: id,
+                    message: "The run ended before the subagent finished.".to_owned(),
+                    code: Some("subagent_cut_off".to_owned()),
                 }),
                 out,
             )?;

@@ -4,6 +4,7 @@
 //! A leaf module: pure serde and byte writing, no tokio, no business logic. Types mirror the
 //! `@ag-ui/core` 1.0 schema; the docs on each cite the rule they follow.
 
+mod attribution;
 mod capabilities;
 mod encoder;
 mod error;

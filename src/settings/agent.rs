@@ -13,6 +13,7 @@ pub use crate::agent::config::{
     ResultStateKind, StateSettings, ToolNameClash, ToolStateRule, ToolStateSource,
     DEFAULT_STATE_PROMPT,
 };
+pub use crate::agent::subagent::SubagentVisibility;
 
 /// One agent: its prompt, its server-side tools and its limits.
 #[derive(Debug, Clone, Deserialize)]
@@ -83,6 +84,36 @@ pub struct AgentSettings {
     /// `tool_timeout_secs`).
     #[serde(default = "default_background_timeout_secs")]
     pub background_timeout_secs: u64,
+    /// Other configured agents this one may delegate to, each offered to its model as a server
+    /// tool named after the child (`docs/subagents.md`); checked by `settings::subagents`.
+    #[serde(default)]
+    pub subagents: Vec<String>,
+    /// What clients see of its subagents' work: `attributed` (1.0 clients; 0.x get `inline`),
+    /// `inline` or `hidden`.
+    #[serde(default)]
+    pub subagent_visibility: SubagentVisibility,
+    /// Subagent calls one run may have going at once; calls beyond it get an error result.
+    #[serde(default = "default_max_parallel_subagents")]
+    pub max_parallel_subagents: usize,
+    /// Longest chain of delegation from this agent (it to a child is 1).
+    #[serde(default = "default_max_subagent_depth")]
+    pub max_subagent_depth: usize,
+    /// Longest a subagent call (the child's whole run) may take, instead of
+    /// `tool_timeout_secs`.
+    #[serde(default = "default_subagent_timeout_secs")]
+    pub subagent_timeout_secs: u64,
+}
+
+fn default_subagent_timeout_secs() -> u64 {
+    120
+}
+
+fn default_max_parallel_subagents() -> usize {
+    4
+}
+
+fn default_max_subagent_depth() -> usize {
+    3
 }
 
 fn default_max_background_tasks_per_thread() -> usize {

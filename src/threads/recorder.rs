@@ -93,6 +93,7 @@ impl ThreadRecorder {
         match event {
             EventBody::TextMessageStart(start) => {
                 self.text_message(&start.message_id, start.role);
+                self.attribute(&start.message_id, start.subagent_run_id.as_deref());
             }
             EventBody::TextMessageContent(content) => {
                 self.append_text(&content.message_id, &content.delta);
@@ -105,11 +106,16 @@ impl ThreadRecorder {
                     }
                 }
             }
-            EventBody::ToolCallStart(start) => self.tool_call(
-                &start.tool_call_id,
-                &start.tool_call_name,
-                start.parent_message_id.as_deref(),
-            ),
+            EventBody::ToolCallStart(start) => {
+                self.tool_call(
+                    &start.tool_call_id,
+                    &start.tool_call_name,
+                    start.parent_message_id.as_deref(),
+                );
+                let parent = start.parent_message_id.as_deref();
+                let parent = parent.unwrap_or(&start.tool_call_id);
+                self.attribute(parent, start.subagent_run_id.as_deref());
+            }
             EventBody::ToolCallArgs(args) => self.append_arguments(&args.tool_call_id, &args.delta),
             EventBody::ToolCallChunk(chunk) => {
                 if let Some(id) = &chunk.tool_call_id {
@@ -123,7 +129,9 @@ impl ThreadRecorder {
             }
             EventBody::ToolCallResult(result) => {
                 self.server_results.insert(result.tool_call_id.clone());
-                self.add(Message::Tool(ToolMessage::answering(result)));
+                let mut message = ToolMessage::answering(result);
+                message.subagent_run_id.clone_from(&result.subagent_run_id);
+                self.add(Message::Tool(message));
             }
             EventBody::StateSnapshot(snapshot) => self.state = Some(snapshot.snapshot.clone()),
             EventBody::StateDelta(delta) => {
@@ -242,6 +250,21 @@ impl ThreadRecorder {
         self.add(message);
     }
 
+    /// Keeps a subagent's attribution on the message it wrote, as the client does, so that a
+    /// history from the record shows whose it is (and the parent's model never reads it).
+    fn attribute(&mut self, id: &str, subagent_run_id: Option<&str>) {
+        let Some(owner) = subagent_run_id else {
+            return;
+        };
+        if let Some(Message::Assistant(message)) =
+            self.messages.iter_mut().rev().find(|m| m.id() == id)
+        {
+            if message.subagent_run_id.is_none() {
+                message.subagent_run_id = Some(owner.to_owned());
+            }
+        }
+    }
+
     fn append_text(&mut self, id: &str, delta: &str) {
         match self.messages.iter_mut().rev().find(|m| m.id() == id) {
             Some(Message::Assistant(message)) => {
@@ -319,6 +342,30 @@ mod tests {
 
     fn event(value: Value) -> EventBody {
         serde_json::from_value(value).unwrap()
+    }
+
+    #[test]
+    fn a_subagents_messages_keep_their_attribution() {
+        let run = RecordedRun {
+            agent: "a",
+            run_id: "r1",
+            parent_run_id: None,
+        };
+        let mut recorder = ThreadRecorder::new(None, run, Vec::new(), None);
+        for value in [
+            json!({"type": "TOOL_CALL_START", "toolCallId": "sa.c1", "toolCallName": "w", "parentMessageId": "m1", "subagentRunId": "sa"}),
+            json!({"type": "TOOL_CALL_RESULT", "messageId": "t1", "toolCallId": "sa.c1", "content": "x", "subagentRunId": "sa"}),
+            json!({"type": "TEXT_MESSAGE_START", "messageId": "m2", "role": "assistant", "subagentRunId": "sa"}),
+            json!({"type": "TEXT_MESSAGE_START", "messageId": "m3", "role": "assistant"}),
+        ] {
+            recorder.observe(&event(value));
+        }
+        let owners: Vec<Option<&str>> = recorder
+            .messages
+            .iter()
+            .map(Message::subagent_run_id)
+            .collect();
+        assert_eq!(owners, [Some("sa"), Some("sa"), Some("sa"), None]);
     }
 
     #[test]

@@ -213,6 +213,24 @@ fn check_config_refuses_a_tool_of_an_unknown_kind() {
 }
 
 #[test]
+fn check_config_refuses_a_cycle_of_subagents_naming_it() {
+    let file = ConfigFile::new(
+        "subagent-cycle",
+        r#"
+[agents.planner]
+subagents = ["flights"]
+
+[agents.flights]
+subagents = ["planner"]
+"#,
+    );
+    assert_refused(
+        &check_config(file.path()),
+        &["cycle", "flights -> planner -> flights"],
+    );
+}
+
+#[test]
 fn check_config_refuses_a_missing_file() {
     assert_refused(
         &check_config("/nonexistent/agui-host.toml"),

@@ -176,7 +176,79 @@ pub(crate) fn check_well_formed(events: &[Value]) -> Result<(), String> {
     for (index, event) in events.iter().enumerate() {
         stream.event(index, event)?;
     }
-    stream.finish()
+    stream.finish()?;
+    check_subagent_owners(events)
+}
+
+/// The 1.0 client's subagent rules (protocol digest §4.2): a subagent run id is started once
+/// (never reused after it closed), names a known parent subagent, and an entity's continuation
+/// events and a call's `parentMessageId` message agree with the owner that opened them (an
+/// absent tag always agrees).
+fn check_subagent_owners(events: &[Value]) -> Result<(), String> {
+    use std::collections::HashMap;
+    let mut started: HashSet<String> = HashSet::new();
+    // (kind, id) -> owner ("" for the parent).
+    let mut owners: HashMap<(&str, String), String> = HashMap::new();
+    for (index, event) in events.iter().enumerate() {
+        let ty = event["type"].as_str().unwrap_or("");
+        let at = format!("#{index} {ty}");
+        let tag = event.get("subagentRunId").and_then(Value::as_str);
+        let owner = tag.unwrap_or("").to_string();
+        if ty == "SUBAGENT_STARTED" {
+            let id = tag.unwrap_or("").to_string();
+            if !started.insert(id.clone()) {
+                return Err(format!("{at}: subagent `{id}` started twice"));
+            }
+            if let Some(parent) = event.get("parentSubagentRunId").and_then(Value::as_str) {
+                if !started.contains(parent) {
+                    return Err(format!("{at}: unknown parentSubagentRunId `{parent}`"));
+                }
+            }
+            continue;
+        }
+        if ty.starts_with("SUBAGENT_") || ty.starts_with("RUN_") {
+            continue;
+        }
+        let entity = match ty {
+            "TEXT_MESSAGE_START" | "TEXT_MESSAGE_CONTENT" | "TEXT_MESSAGE_END" => {
+                Some(("message", "messageId"))
+            }
+            "TOOL_CALL_START" | "TOOL_CALL_ARGS" | "TOOL_CALL_END" => Some(("call", "toolCallId")),
+            "ACTIVITY_SNAPSHOT" | "ACTIVITY_DELTA" => Some(("activity", "messageId")),
+            _ => None,
+        };
+        let Some((kind, key)) = entity else { continue };
+        let id = event[key].as_str().unwrap_or("").to_string();
+        let opens = ty.ends_with("_START") || ty == "ACTIVITY_SNAPSHOT";
+        if ty == "TOOL_CALL_START" {
+            if let Some(parent) = event.get("parentMessageId").and_then(Value::as_str) {
+                if let (Some(parent_owner), Some(tag)) =
+                    (owners.get(&("message", parent.to_string())), tag)
+                {
+                    if parent_owner != tag {
+                        return Err(format!(
+                            "{at}: attributed to `{tag}`, its message `{parent}` to `{parent_owner}`"
+                        ));
+                    }
+                }
+                owners
+                    .entry(("message", parent.to_string()))
+                    .or_insert_with(|| owner.clone());
+            }
+        }
+        match owners.get(&(kind, id.clone())) {
+            Some(opener) if tag.is_some() && *opener != owner && !opens => {
+                return Err(format!(
+                    "{at}: attributed to `{owner}`, but `{id}` was opened by `{opener}`"
+                ));
+            }
+            Some(_) if !opens => {}
+            _ => {
+                owners.insert((kind, id), owner);
+            }
+        }
+    }
+    Ok(())
 }
 
 /// What the check of one stream remembers from event to event.
@@ -805,6 +877,42 @@ mod tests {
             ]),
             "`content` must be a string or parts",
         );
+    }
+
+    #[test]
+    fn verifier_holds_the_subagent_rules() {
+        let start = |id: &str| json!({"type":"SUBAGENT_STARTED","subagentRunId":id,"name":"n"});
+        let end = |id: &str| json!({"type":"SUBAGENT_FINISHED","subagentRunId":id});
+        let tagged = |mut events: Vec<Value>, id: &str| {
+            for event in &mut events {
+                event["subagentRunId"] = json!(id);
+            }
+            events
+        };
+        let mut body = vec![start("sa")];
+        body.extend(tagged(text("m1"), "sa"));
+        body.extend(tagged(tool("c1", "m1"), "sa"));
+        body.push(end("sa"));
+        assert_eq!(check_well_formed(&run(body)), Ok(()));
+
+        rejected(
+            &run(vec![start("sa"), end("sa"), start("sa"), end("sa")]),
+            "started twice",
+        );
+        let mut nested = start("sb");
+        nested["parentSubagentRunId"] = json!("nobody");
+        rejected(&run(vec![nested, end("sb")]), "unknown parentSubagentRunId");
+        let mut body = vec![start("sa")];
+        body.extend(text("m1"));
+        body.extend(tagged(tool("c1", "m1"), "sa"));
+        body.push(end("sa"));
+        rejected(&run(body), "its message `m1`");
+        let mut body = vec![start("sa")];
+        let mut message = tagged(text("m1"), "sa");
+        message[1]["subagentRunId"] = json!("sb");
+        body.extend(message);
+        body.push(end("sa"));
+        rejected(&run(body), "was opened by `sa`");
     }
 
     #[test]

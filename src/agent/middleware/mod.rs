@@ -6,8 +6,10 @@ mod approval_gate;
 mod client_state;
 mod predictive_state;
 mod status;
+mod subagents;
 
 pub use approval_gate::ApprovalGate;
 pub use client_state::ClientStateInjection;
 pub use predictive_state::{PredictStateRule, PredictiveStateDeltas, PredictiveStateRules};
 pub use status::StatusSnapshots;
+pub use subagents::{SubagentView, ACTIVITY_TYPE as SUBAGENT_ACTIVITY_TYPE};

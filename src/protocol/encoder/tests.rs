@@ -449,3 +449,44 @@ fn json_strings_are_escaped_as_serde_escapes_them() {
         );
     }
 }
+
+/// A subagent still open when the run ends is closed with `SUBAGENT_ERROR` after what it left
+/// open, and its calls are never the client's pending calls.
+#[test]
+fn an_open_subagent_is_closed_before_the_run_finishes() {
+    let mut enc = encoder(ProtocolVersion::V1);
+    let mut out = Vec::new();
+    let started = EventBody::SubagentStarted(SubagentStarted {
+        subagent_run_id: "sa".into(),
+        name: "flights".into(),
+        description: None,
+        parent_subagent_run_id: None,
+        parent_tool_call_id: Some("c0".into()),
+        parent_message_id: None,
+    });
+    enc.push(started.clone(), &mut out).unwrap();
+    let mut call = tool_start("c1", "m1");
+    call.attribute_to("sa");
+    enc.push(call, &mut out).unwrap();
+    enc.finish(&mut out).unwrap();
+    let events = frames(&out);
+    let types: Vec<&str> = events.iter().map(|e| e["type"].as_str().unwrap()).collect();
+    assert_eq!(
+        types,
+        [
+            "RUN_STARTED",
+            "SUBAGENT_STARTED",
+            "TOOL_CALL_START",
+            "TOOL_CALL_END",
+            "SUBAGENT_ERROR",
+            "RUN_FINISHED"
+        ]
+    );
+    assert_eq!(events[4]["subagentRunId"], "sa");
+    assert_eq!(events[5]["outcome"], json!({"type": "success"}));
+
+    let mut twice = encoder(ProtocolVersion::V1);
+    let mut out = Vec::new();
+    twice.push(started.clone(), &mut out).unwrap();
+    assert!(twice.push(started, &mut out).is_err());
+}

@@ -1,0 +1,491 @@
+//! Subagents: another configured agent offered to a parent as a server tool named after it,
+//! taking one `task`. A call runs the child's whole agent (its middlewares, instructions, tools
+//! and model) on a run of its own, streams what the child produces onto the parent's stream
+//! (through [`ToolContext::events`]) between `SUBAGENT_STARTED` and `SUBAGENT_FINISHED` (or
+//! `SUBAGENT_ERROR`), and answers with the child's last text message.
+//!
+//! Every event of the child is attributed to it (`subagentRunId`), and its tool call ids (and the
+//! activity ids made from them) are prefixed with the child's run id: a child's model mints call
+//! ids of its own, which may be the parent's too. How much of this a client sees is the parent's
+//! `subagent_visibility`, applied above the parent's base agent
+//! (`middleware::subagents`). A child's state events are not passed on: AG-UI has one state per
+//! run, and a child's snapshot would replace the parent's.
+//!
+//! The child run is owned by the call's future: the call's timeout (`subagent_timeout_secs`), a
+//! stopped run or a client gone drop it, and with it the child's stream and its upstream
+//! request. The call may also fail fast: at most `max_parallel` calls of one parent run go at
+//! once (the fan-out limit; the others get an error result), and a child that asks a person
+//! (approvals inside a subagent are not supported yet; start-up refuses such children) fails
+//! the call.
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::{Arc, Mutex};
+
+use futures_util::future::BoxFuture;
+use futures_util::{FutureExt, StreamExt};
+use serde::Deserialize;
+use serde_json::{json, Value};
+
+use super::{new_id, Agent, AgentError, AgentUpdate, RunRequest};
+use crate::protocol::{
+    EventBody, Message, MessageRef, ProtocolVersion, SubagentError, SubagentFinished,
+    SubagentOutcome, SubagentStarted, TokenUsage, UserMessage,
+};
+use crate::telemetry::genai;
+use crate::tools::{Tool, ToolContext, ToolDefinition, ToolError, ToolOutput};
+use tracing::Instrument;
+
+/// How much of a subagent's work a client sees (`subagent_visibility`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SubagentVisibility {
+    /// `SUBAGENT_STARTED`, every event of the child attributed to it, `SUBAGENT_FINISHED` or
+    /// `SUBAGENT_ERROR` (1.0 clients; a 0.x client gets `inline` instead).
+    #[default]
+    Attributed,
+    /// The child's text folded into one `agui-host.subagent` activity per call, updated as each of its
+    /// messages ends; no subagent events, nothing attributed.
+    Inline,
+    /// Only the call's result.
+    Hidden,
+}
+
+impl SubagentVisibility {
+    /// What a client of `version` is shown: a 0.x client knows no attribution (and some
+    /// releases refuse the `SUBAGENT_*` events), so `attributed` becomes `inline` for it.
+    pub fn for_client(self, version: ProtocolVersion) -> SubagentVisibility {
+        match (self, version) {
+            (SubagentVisibility::Attributed, ProtocolVersion::Legacy) => SubagentVisibility::Inline,
+            (visibility, _) => visibility,
+        }
+    }
+}
+
+/// What the subagent tools of one parent share, per run of the parent: how many calls it has
+/// going, so a turn that calls more than `limit` children at once gets errors for the rest
+/// instead of fanning out without bound (the calls of one turn all run before the next turn
+/// starts, so "at once in this run" is "in this turn"); and the children's token usage, which
+/// the parent's `SubagentView` takes and reports as the run's own (a run's usage covers its
+/// subagents').
+#[derive(Debug, Clone)]
+pub struct SubagentRuns {
+    limit: usize,
+    shared: Arc<Mutex<Shared>>,
+}
+
+#[derive(Debug, Default)]
+struct Shared {
+    /// Calls going, by parent run id.
+    running: HashMap<String, usize>,
+    /// Children's usage not yet reported, by parent run id.
+    usage: HashMap<String, Vec<TokenUsage>>,
+}
+
+impl SubagentRuns {
+    pub fn new(limit: usize) -> Self {
+        SubagentRuns {
+            limit,
+            shared: Arc::default(),
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Shared> {
+        self.shared.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// A slot for one call of the run `run_id`, held until dropped; `None` when the run has
+    /// `limit` calls going.
+    fn enter(&self, run_id: &str) -> Option<CallSlot> {
+        let mut shared = self.lock();
+        let count = shared.running.entry(run_id.to_owned()).or_insert(0);
+        if *count >= self.limit {
+            return None;
+        }
+        *count += 1;
+        Some(CallSlot {
+            runs: self.clone(),
+            run_id: run_id.to_owned(),
+        })
+    }
+
+    fn add_usage(&self, run_id: &str, usage: TokenUsage) {
+        let mut shared = self.lock();
+        shared
+            .usage
+            .entry(run_id.to_owned())
+            .or_default()
+            .push(usage);
+    }
+
+    /// The children's usage in the run `run_id` since the last take.
+    pub fn take_usage(&self, run_id: &str) -> Vec<TokenUsage> {
+        self.lock().usage.remove(run_id).unwrap_or_default()
+    }
+}
+
+struct CallSlot {
+    runs: SubagentRuns,
+    run_id: String,
+}
+
+impl Drop for CallSlot {
+    fn drop(&mut self) {
+        let mut shared = self.runs.lock();
+        if let Some(count) = shared.running.get_mut(&self.run_id) {
+            *count = count.saturating_sub(1);
+            if *count == 0 {
+                shared.running.remove(&self.run_id);
+            }
+        }
+    }
+}
+
+/// A child agent as a server tool of its parent. See the module docs.
+pub struct SubagentTool {
+    definition: ToolDefinition,
+    /// The child's agent name (the tool's name too).
+    name: String,
+    description: Option<String>,
+    child: Arc<dyn Agent>,
+    runs: SubagentRuns,
+}
+
+impl std::fmt::Debug for SubagentTool {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SubagentTool")
+            .field("name", &self.name)
+            .finish_non_exhaustive()
+    }
+}
+
+impl SubagentTool {
+    /// The child `name` (built with its own pipeline) as a tool; `description` is the child's,
+    /// shown to the parent's model and in `SUBAGENT_STARTED`.
+    pub fn new(
+        name: &str,
+        description: Option<&str>,
+        child: Arc<dyn Agent>,
+        runs: SubagentRuns,
+    ) -> Self {
+        SubagentTool {
+            definition: definition(name, description),
+            name: name.to_owned(),
+            description: description.map(str::to_owned),
+            child,
+            runs,
+        }
+    }
+
+    /// The child's run: the task as its one user message, on a thread of its own named after
+    /// the parent's call (never the parent's thread record), with no client tools and no state.
+    fn child_request(&self, task: &str, context: &ToolContext, run_id: &str) -> RunRequest {
+        RunRequest {
+            scope: context.scope.clone(),
+            thread_id: format!(
+                "{}/{}/{}",
+                context.thread_id, context.tool_call_id, self.name
+            ),
+            run_id: run_id.to_owned(),
+            parent_run_id: Some(context.run_id.clone()),
+            // Attributed: what the parent's client is shown is decided above the parent.
+            version: ProtocolVersion::V1,
+            messages: vec![Message::User(UserMessage::text(new_id("msg"), task))],
+            tools: Vec::new(),
+            context: Vec::new(),
+            state: None,
+            forwarded_props: None,
+            resume: Vec::new(),
+            prompt_sections: Vec::new(),
+            decisions: Vec::new(),
+            recorded_results: BTreeSet::new(),
+            decision_claims: None,
+        }
+    }
+
+    async fn run(&self, arguments: Value, context: ToolContext) -> Result<ToolOutput, ToolError> {
+        let task = arguments
+            .get("task")
+            .and_then(Value::as_str)
+            .ok_or_else(|| ToolError::InvalidArguments("`task` must be a string".into()))?;
+        let Some(_slot) = self.runs.enter(&context.run_id) else {
+            return Err(ToolError::Failed(format!(
+                "at most {} subagent calls run at once; `{}` was not called: call it again once the others have answered",
+                self.runs.limit, self.name
+            )));
+        };
+        let subagent_run_id = new_id("sa");
+        let mut out = Outlet {
+            events: context.events.clone(),
+            subagent_run_id: subagent_run_id.clone(),
+            open: Vec::new(),
+        };
+        out.send(EventBody::SubagentStarted(SubagentStarted {
+            subagent_run_id: subagent_run_id.clone(),
+            name: self.name.clone(),
+            description: self.description.clone(),
+            parent_subagent_run_id: None,
+            parent_tool_call_id: Some(context.tool_call_id.clone()),
+            // Filled in above the parent's base agent, which saw the call's message.
+            parent_message_id: None,
+        }))
+        .await?;
+        let request = self.child_request(task, &context, &subagent_run_id);
+        // The child's own `invoke_agent` span, under the parent's `execute_tool`: its model
+        // calls and tools nest under it, and it carries the child's model and tokens.
+        let span = genai::run_span(&self.name, &request.thread_id, &request.run_id);
+        let drained = self
+            .drain(request, &context.run_id, &mut out)
+            .instrument(span.clone())
+            .await;
+        match &drained {
+            Ok(_) => genai::record_run_outcome(&span, "finished", false),
+            Err(failure) => genai::record_run_outcome(&span, failure.code, true),
+        }
+        match drained {
+            Ok(answer) => {
+                out.send(EventBody::SubagentFinished(SubagentFinished {
+                    subagent_run_id,
+                    result: None,
+                    outcome: Some(SubagentOutcome::Success),
+                }))
+                .await?;
+                Ok(ToolOutput::from(Value::String(answer)))
+            }
+            Err(failure) => {
+                // What the child left open closes before it does, as a client expects.
+                for end in std::mem::take(&mut out.open) {
+                    out.send(end).await?;
+                }
+                tracing::warn!(subagent = %self.name, code = failure.code, message = %failure.message, "subagent failed");
+                out.send(EventBody::SubagentError(SubagentError {
+                    subagent_run_id,
+                    message: failure.message.clone(),
+                    code: Some(failure.code.to_owned()),
+                }))
+                .await?;
+                Err(ToolError::Failed(format!(
+                    "the `{}` agent failed: {}",
+                    self.name, failure.message
+                )))
+            }
+        }
+    }
+
+    /// Runs the child to its end, passing its events on; its last text message is the answer.
+    async fn drain(
+        &self,
+        request: RunRequest,
+        parent_run_id: &str,
+        out: &mut Outlet,
+    ) -> Result<String, Failure> {
+        let mut stream = self.child.run(request).map_err(Failure::from)?;
+        let mut answer = Answer::default();
+        while let Some(update) = stream.next().await {
+            match update.map_err(Failure::from)? {
+                AgentUpdate::Event(body) => {
+                    answer.observe(&body);
+                    if let Some(body) = out.shape(body) {
+                        out.send(body).await.map_err(|_| Failure::gone())?;
+                    }
+                }
+                AgentUpdate::Interrupt(_) | AgentUpdate::ApprovalRequest(_) => {
+                    return Err(Failure {
+                        code: "subagent_asked",
+                        message: "it asked a person for a decision, which a subagent cannot do yet"
+                            .into(),
+                    })
+                }
+                // Reported by the parent's `SubagentView`, with the call's result.
+                AgentUpdate::Usage(usage) => self.runs.add_usage(parent_run_id, usage),
+                // Not shown: the child's events say what it is doing.
+                AgentUpdate::ToolProgress(_) => {}
+            }
+        }
+        Ok(answer.finish())
+    }
+}
+
+/// The tool a parent's model is offered for the child `name` (described by `description`):
+/// the child's name, what it does, and one `task`.
+pub fn definition(name: &str, description: Option<&str>) -> ToolDefinition {
+    let about = description
+        .map(str::trim)
+        .filter(|d| !d.is_empty())
+        .map_or_else(
+            || format!("Delegates a task to the `{name}` agent and returns its answer."),
+            |d| format!("Delegates a task to the `{name}` agent: {d}"),
+        );
+    let parameters = json!({
+        "type": "object",
+        "properties": {
+            "task": {
+                "type": "string",
+                "minLength": 1,
+                "description": "What the agent should do, with everything it needs to know: it sees nothing else of this conversation."
+            }
+        },
+        "required": ["task"],
+        "additionalProperties": false
+    });
+    ToolDefinition::new(name, &about, parameters)
+}
+
+impl Tool for SubagentTool {
+    fn definition(&self) -> &ToolDefinition {
+        &self.definition
+    }
+
+    fn call<'a>(
+        &'a self,
+        arguments: Value,
+        context: ToolContext,
+    ) -> BoxFuture<'a, Result<ToolOutput, ToolError>> {
+        self.run(arguments, context).boxed()
+    }
+}
+
+/// Why a child run failed, as the parent's client and model are told.
+struct Failure {
+    code: &'static str,
+    message: String,
+}
+
+impl Failure {
+    fn gone() -> Self {
+        Failure {
+            code: "run_over",
+            message: "the parent run is over".into(),
+        }
+    }
+}
+
+impl From<AgentError> for Failure {
+    fn from(error: AgentError) -> Self {
+        Failure {
+            code: error.code(),
+            message: error.public_message(),
+        }
+    }
+}
+
+/// Where a child's events go: the parent's stream, attributed to the child.
+struct Outlet {
+    events: Option<tokio::sync::mpsc::Sender<EventBody>>,
+    subagent_run_id: String,
+    /// The ends of the child's own messages and calls still open, as sent.
+    open: Vec<EventBody>,
+}
+
+impl Outlet {
+    /// Sends one event; without a stream (a caller with none) it goes nowhere.
+    ///
+    /// # Errors
+    /// The parent's stream is closed: its run is over.
+    async fn send(&mut self, body: EventBody) -> Result<(), ToolError> {
+        match &self.events {
+            Some(events) => events
+                .send(body)
+                .await
+                .map_err(|_| ToolError::Failed("the run is over".into())),
+            None => Ok(()),
+        }
+    }
+
+    /// A child's event as the parent's stream carries it: attributed, its own call ids (and
+    /// the activity ids made from them) prefixed; its state events dropped.
+    fn shape(&mut self, mut body: EventBody) -> Option<EventBody> {
+        let own = body.subagent_run_id().is_none();
+        let id = &self.subagent_run_id;
+        let prefixed = |call: &mut String| *call = format!("{id}.{call}");
+        match &mut body {
+            // State is the parent run's alone; lifecycle and snapshots are the child run's.
+            EventBody::StateSnapshot(_)
+            | EventBody::StateDelta(_)
+            | EventBody::MessagesSnapshot(_)
+            | EventBody::RunStarted(_)
+            | EventBody::RunFinished(_)
+            | EventBody::RunError(_) => return None,
+            EventBody::ToolCallStart(e) if own => prefixed(&mut e.tool_call_id),
+            EventBody::ToolCallArgs(e) if own => prefixed(&mut e.tool_call_id),
+            EventBody::ToolCallEnd(e) if own => prefixed(&mut e.tool_call_id),
+            EventBody::ToolCallResult(e) if own => prefixed(&mut e.tool_call_id),
+            EventBody::ActivitySnapshot(e) if own => prefixed(&mut e.message_id),
+            EventBody::ActivityDelta(e) if own => prefixed(&mut e.message_id),
+            EventBody::SubagentStarted(e) if e.parent_subagent_run_id.is_none() => {
+                if let Some(call) = e.parent_tool_call_id.as_mut() {
+                    prefixed(call);
+                }
+            }
+            _ => {}
+        }
+        body.attribute_to(id);
+        if own {
+            self.track(&body);
+        }
+        Some(body)
+    }
+
+    /// Notes what `body` opens or closes of the child's own texts and calls.
+    fn track(&mut self, body: &EventBody) {
+        let mut end = match body {
+            EventBody::TextMessageStart(e) => EventBody::text_end(e.message_id.clone()),
+            EventBody::ToolCallStart(e) => EventBody::tool_call_end(e.tool_call_id.clone()),
+            EventBody::ReasoningStart(e) => EventBody::ReasoningEnd(MessageRef::new(&e.message_id)),
+            EventBody::ReasoningMessageStart(e) => {
+                EventBody::ReasoningMessageEnd(MessageRef::new(&e.message_id))
+            }
+            EventBody::TextMessageEnd(_)
+            | EventBody::ToolCallEnd(_)
+            | EventBody::ReasoningEnd(_)
+            | EventBody::ReasoningMessageEnd(_) => {
+                self.open.retain(|open| !closes(body, open));
+                return;
+            }
+            _ => return,
+        };
+        end.attribute_to(&self.subagent_run_id);
+        self.open.push(end);
+    }
+}
+
+/// Whether `body` is the end `open` stands for.
+fn closes(body: &EventBody, open: &EventBody) -> bool {
+    match (body, open) {
+        (EventBody::TextMessageEnd(a), EventBody::TextMessageEnd(b))
+        | (EventBody::ReasoningEnd(a), EventBody::ReasoningEnd(b))
+        | (EventBody::ReasoningMessageEnd(a), EventBody::ReasoningMessageEnd(b)) => {
+            a.message_id == b.message_id
+        }
+        (EventBody::ToolCallEnd(a), EventBody::ToolCallEnd(b)) => a.tool_call_id == b.tool_call_id,
+        _ => false,
+    }
+}
+
+/// The child's own text messages, the last of which is its answer.
+#[derive(Default)]
+struct Answer {
+    last: String,
+}
+
+impl Answer {
+    fn observe(&mut self, body: &EventBody) {
+        match body {
+            EventBody::TextMessageStart(e) if e.subagent_run_id.is_none() => self.last.clear(),
+            EventBody::TextMessageContent(e) if e.subagent_run_id.is_none() => {
+                self.last.push_str(&e.delta)
+            }
+            _ => {}
+        }
+    }
+
+    fn finish(self) -> String {
+        if self.last.trim().is_empty() {
+            "(the agent gave no answer)".to_owned()
+        } else {
+            self.last
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -34,7 +34,7 @@ const SERVER_THREAD: &str = "agui-server";
 /// Runs in flight at once.
 const CONCURRENCY: usize = 4;
 
-fn chunk(delta: Value, finish: Value) -> Bytes {
+fn chunk(delta: &Value, finish: &Value) -> Bytes {
     let data = json!({"id": "chatcmpl-bench", "object": "chat.completion.chunk", "created": 1,
         "model": "bench", "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]});
     Bytes::from(format!("data: {data}\n\n"))
@@ -42,11 +42,11 @@ fn chunk(delta: Value, finish: Value) -> Bytes {
 
 fn text_frames(tokens: usize) -> Vec<Bytes> {
     let mut out = vec![chunk(
-        json!({"role": "assistant", "content": ""}),
-        Value::Null,
+        &json!({"role": "assistant", "content": ""}),
+        &Value::Null,
     )];
-    out.extend((0..tokens).map(|i| chunk(json!({"content": format!(" word{i}")}), Value::Null)));
-    out.push(chunk(json!({}), json!("stop")));
+    out.extend((0..tokens).map(|i| chunk(&json!({"content": format!(" word{i}")}), &Value::Null)));
+    out.push(chunk(&json!({}), &json!("stop")));
     out.push(Bytes::from_static(b"data: [DONE]\n\n"));
     out
 }
@@ -54,21 +54,21 @@ fn text_frames(tokens: usize) -> Vec<Bytes> {
 /// The parent's first turn: both children called at once.
 fn delegation_frames() -> Vec<Bytes> {
     let mut out = vec![chunk(
-        json!({"role": "assistant", "content": ""}),
-        Value::Null,
+        &json!({"role": "assistant", "content": ""}),
+        &Value::Null,
     )];
     for (index, name) in ["flights", "hotels"].into_iter().enumerate() {
         out.push(chunk(
-            json!({"tool_calls": [{"index": index, "id": format!("call_{name}"), "type": "function",
+            &json!({"tool_calls": [{"index": index, "id": format!("call_{name}"), "type": "function",
                                    "function": {"name": name, "arguments": ""}}]}),
-            Value::Null,
+            &Value::Null,
         ));
         out.push(chunk(
-            json!({"tool_calls": [{"index": index, "function": {"arguments": "{\"task\":\"Paris in May\"}"}}]}),
-            Value::Null,
+            &json!({"tool_calls": [{"index": index, "function": {"arguments": "{\"task\":\"Paris in May\"}"}}]}),
+            &Value::Null,
         ));
     }
-    out.push(chunk(json!({}), json!("tool_calls")));
+    out.push(chunk(&json!({}), &json!("tool_calls")));
     out.push(Bytes::from_static(b"data: [DONE]\n\n"));
     out
 }

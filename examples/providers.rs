@@ -31,6 +31,10 @@ use axum::Router;
 use futures_util::{stream, StreamExt};
 use serde_json::{json, Value};
 
+#[path = "support/server_cpu.rs"]
+mod server_cpu;
+use server_cpu::{cpu_ns, drive, median};
+
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
@@ -312,24 +316,6 @@ fn upstream_router() -> Router {
     router
 }
 
-/// Nanoseconds on the CPU of this process's threads whose name starts with `prefix`.
-fn cpu_ns(prefix: &str) -> u64 {
-    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
-        return 0;
-    };
-    tasks
-        .flatten()
-        .filter(|task| {
-            std::fs::read_to_string(task.path().join("comm"))
-                .is_ok_and(|name| name.trim_end().starts_with(prefix))
-        })
-        .filter_map(|task| {
-            let stat = std::fs::read_to_string(task.path().join("schedstat")).ok()?;
-            stat.split_whitespace().next()?.parse::<u64>().ok()
-        })
-        .sum()
-}
-
 fn settings(upstream: &str) -> Settings {
     let mut settings = Settings::embedded_default().expect("the defaults");
     settings.server.host = "127.0.0.1".into();
@@ -378,52 +364,8 @@ fn run_input(scenario: &str) -> Value {
     })
 }
 
-/// `runs` POSTs of `body` to `url`, `CONCURRENCY` at a time, each read to its end; fails
-/// unless every stream ends with `RUN_FINISHED` (`check_finished`) or at all.
-async fn drive(
-    client: &reqwest::Client,
-    url: &str,
-    runs: usize,
-    body: impl Fn() -> Value,
-    check_finished: bool,
-) -> Result<(), String> {
-    let bodies: Vec<Value> = (0..runs).map(|_| body()).collect();
-    let results: Vec<Result<(), String>> = stream::iter(bodies)
-        .map(|body| async move {
-            let response = client
-                .post(url)
-                .json(&body)
-                .send()
-                .await
-                .map_err(|e| e.to_string())?;
-            let text = response.text().await.map_err(|e| e.to_string())?;
-            if check_finished
-                && !text
-                    .trim_end()
-                    .rsplit("data: ")
-                    .next()
-                    .is_some_and(|last| last.contains("\"RUN_FINISHED\""))
-            {
-                return Err(format!(
-                    "a run did not finish: {}",
-                    &text[text.len().saturating_sub(300)..]
-                ));
-            }
-            Ok(())
-        })
-        .buffer_unordered(CONCURRENCY)
-        .collect()
-        .await;
-    results.into_iter().collect()
-}
-
 /// A provider and scenario, with its (upstream alone, server) ms per run of each round.
 type Cell = ((Dialect, &'static str), Vec<(f64, f64)>);
-
-fn median(mut values: Vec<f64>) -> f64 {
-    values.sort_by(f64::total_cmp);
-    values[values.len() / 2]
-}
 
 fn main() -> ExitCode {
     let mut runs = 400;
@@ -496,6 +438,7 @@ fn main() -> ExitCode {
                     runs,
                     || json!({"messages": [{"role": "user", "content": scenario}]}),
                     false,
+                    CONCURRENCY,
                 )
                 .await?;
                 if scenario == "predict" {
@@ -505,13 +448,22 @@ fn main() -> ExitCode {
                         runs,
                         || json!({"messages": [{"role": "tool", "content": "ok"}]}),
                         false,
+                        CONCURRENCY,
                     )
                     .await?;
                 }
                 let alone = cpu_ns(UPSTREAM_THREAD) - before;
                 let url = format!("{server}/{}", dialect.name());
                 let before = cpu_ns(SERVER_THREAD);
-                drive(&client, &url, runs, || run_input(scenario), true).await?;
+                drive(
+                    &client,
+                    &url,
+                    runs,
+                    || run_input(scenario),
+                    true,
+                    CONCURRENCY,
+                )
+                .await?;
                 let served = cpu_ns(SERVER_THREAD) - before;
                 Ok::<_, String>((alone, served))
             });

@@ -27,6 +27,10 @@ use axum::Router;
 use futures_util::{stream, StreamExt};
 use serde_json::{json, Value};
 
+#[path = "support/server_cpu.rs"]
+mod server_cpu;
+use server_cpu::{cpu_ns, drive, median};
+
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
@@ -103,24 +107,6 @@ fn upstream_router() -> Router {
     )
 }
 
-/// Nanoseconds on the CPU of this process's threads whose name starts with `prefix`.
-fn cpu_ns(prefix: &str) -> u64 {
-    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
-        return 0;
-    };
-    tasks
-        .flatten()
-        .filter(|task| {
-            std::fs::read_to_string(task.path().join("comm"))
-                .is_ok_and(|name| name.trim_end().starts_with(prefix))
-        })
-        .filter_map(|task| {
-            let stat = std::fs::read_to_string(task.path().join("schedstat")).ok()?;
-            stat.split_whitespace().next()?.parse::<u64>().ok()
-        })
-        .sum()
-}
-
 fn settings(upstream: &str) -> Settings {
     let mut settings = Settings::embedded_default().expect("the defaults");
     settings.server.host = "127.0.0.1".into();
@@ -151,42 +137,6 @@ fn run_input() -> Value {
         "protocolVersion": "1.0", "state": {}, "tools": [], "context": [], "forwardedProps": {},
         "messages": [{"id": "u1", "role": "user", "content": "Plan a trip to Paris in May"}],
     })
-}
-
-/// `runs` runs of `url`, `CONCURRENCY` at a time, each read to its end; fails unless every
-/// stream ends with `RUN_FINISHED`.
-async fn drive(client: &reqwest::Client, url: &str, runs: usize) -> Result<(), String> {
-    let results: Vec<Result<(), String>> = stream::iter(0..runs)
-        .map(|_| async move {
-            let response = client
-                .post(url)
-                .json(&run_input())
-                .send()
-                .await
-                .map_err(|e| e.to_string())?;
-            let text = response.text().await.map_err(|e| e.to_string())?;
-            let finished = text
-                .trim_end()
-                .rsplit("data: ")
-                .next()
-                .is_some_and(|last| last.contains("\"RUN_FINISHED\""));
-            if !finished {
-                return Err(format!(
-                    "a run did not finish: {}",
-                    &text[text.len().saturating_sub(300)..]
-                ));
-            }
-            Ok(())
-        })
-        .buffer_unordered(CONCURRENCY)
-        .collect()
-        .await;
-    results.into_iter().collect()
-}
-
-fn median(mut values: Vec<f64>) -> f64 {
-    values.sort_by(f64::total_cmp);
-    values[values.len() / 2]
 }
 
 fn main() -> ExitCode {
@@ -238,10 +188,26 @@ fn main() -> ExitCode {
     for round in 0..=rounds {
         let outcome = client_rt.block_on(async {
             let before = cpu_ns(SERVER_THREAD);
-            drive(&client, &format!("{server}/plain"), runs).await?;
+            drive(
+                &client,
+                &format!("{server}/plain"),
+                runs,
+                run_input,
+                true,
+                CONCURRENCY,
+            )
+            .await?;
             let plain = cpu_ns(SERVER_THREAD) - before;
             let before = cpu_ns(SERVER_THREAD);
-            drive(&client, &format!("{server}/supervisor"), runs).await?;
+            drive(
+                &client,
+                &format!("{server}/supervisor"),
+                runs,
+                run_input,
+                true,
+                CONCURRENCY,
+            )
+            .await?;
             let supervisor = cpu_ns(SERVER_THREAD) - before;
             Ok::<_, String>((plain, supervisor))
         });

@@ -66,7 +66,7 @@ impl Catalog {
         let components = match listed {
             Value::Object(by_name) => by_name
                 .iter()
-                .map(|(name, schema)| (name.clone(), schema.clone()))
+                .map(|(name, schema)| (name.clone(), flattened(schema)))
                 .collect(),
             Value::Array(list) => list
                 .iter()
@@ -84,6 +84,43 @@ impl Catalog {
             text: entry.value.clone(),
         })
     }
+}
+
+/// A component's schema with the `required` names and `properties` of its `allOf` parts (as
+/// CopilotKit's catalogs wrap them) gathered at the top, where the check reads them. Parts are
+/// followed a few levels deep: a catalog is untrusted input.
+fn flattened(schema: &Value) -> Value {
+    const MAX_DEPTH: usize = 4;
+    let mut required: Vec<Value> = Vec::new();
+    let mut properties = Map::new();
+    let mut pending = vec![(schema, 0)];
+    while let Some((part, depth)) = pending.pop() {
+        for name in part
+            .get("required")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
+            if !required.contains(name) {
+                required.push(name.clone());
+            }
+        }
+        for (name, property) in part
+            .get("properties")
+            .and_then(Value::as_object)
+            .into_iter()
+            .flatten()
+        {
+            properties
+                .entry(name.clone())
+                .or_insert_with(|| property.clone());
+        }
+        if depth < MAX_DEPTH {
+            let parts = part.get("allOf").and_then(Value::as_array);
+            pending.extend(parts.into_iter().flatten().map(|p| (p, depth + 1)));
+        }
+    }
+    json!({"required": required, "properties": properties})
 }
 
 /// One thing wrong with a component tree, in the form a model can be asked to fix.

@@ -243,3 +243,28 @@ fn a_prior_surface_is_the_last_state_its_envelopes_left() {
     assert_eq!(prior.data, Some(json!({"a": 1})));
     assert_eq!(prior_surface(texts.iter().map(String::as_str), "s3"), None);
 }
+
+#[test]
+fn required_props_and_reference_fields_are_read_through_all_of() {
+    // The shape CopilotKit's catalogs send: the component's own schema inside `allOf`.
+    let value = json!({"catalogId": "c", "components": {
+        "Card": {"allOf": [
+            {"type": "object", "properties": {"weight": {}}},
+            {"required": ["title"], "properties": {"title": {}, "footer": {"format": "componentRef"}}}
+        ]},
+        "Column": {"properties": {"children": {}}}
+    }});
+    let catalog = Catalog::from_context(&[Context {
+        description: SCHEMA_CONTEXT_DESCRIPTION.into(),
+        value: value.to_string(),
+    }])
+    .expect("a catalog");
+    let components = json!([
+        {"id": "root", "component": "Column", "children": ["card"]},
+        {"id": "card", "component": "Card", "footer": "nowhere"}
+    ]);
+    assert_eq!(
+        codes(&validate(&components, None, Some(&catalog))),
+        ["missing_required_prop", "unresolved_child"]
+    );
+}

@@ -22,7 +22,6 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use agui_host::settings::{LlmProvider, ModelProfile, PredictStateRule, Settings};
-use agui_host::App;
 use axum::body::{Body, Bytes};
 use axum::http::header;
 use axum::response::Response;
@@ -33,7 +32,7 @@ use serde_json::{json, Value};
 
 #[path = "support/server_cpu.rs"]
 mod server_cpu;
-use server_cpu::{cpu_ns, drive, median};
+use server_cpu::{cpu_ns, drive, median, serve_app, serve_upstream};
 
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
@@ -401,22 +400,8 @@ fn main() -> ExitCode {
         .build()
         .expect("the client runtime");
 
-    let upstream = upstream_rt.block_on(async {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-            .await
-            .expect("bind");
-        let address = listener.local_addr().expect("address");
-        tokio::spawn(async move { axum::serve(listener, upstream_router()).await });
-        format!("http://{address}")
-    });
-    let server = server_rt.block_on(async {
-        let app = App::build(settings(&upstream))
-            .await
-            .expect("the app builds");
-        let address = format!("http://{}", app.local_addr());
-        tokio::spawn(app.run_until(std::future::pending()));
-        address
-    });
+    let upstream = serve_upstream(&upstream_rt, upstream_router());
+    let server = serve_app(&server_rt, settings(&upstream));
 
     let client = reqwest::Client::new();
     let mut figures: Vec<Cell> = Vec::new();

@@ -18,7 +18,6 @@ use std::convert::Infallible;
 use std::process::ExitCode;
 
 use agui_host::settings::Settings;
-use agui_host::App;
 use axum::body::{Body, Bytes};
 use axum::http::header;
 use axum::response::Response;
@@ -29,7 +28,7 @@ use serde_json::{json, Value};
 
 #[path = "support/server_cpu.rs"]
 mod server_cpu;
-use server_cpu::{cpu_ns, drive, median};
+use server_cpu::{cpu_ns, drive, median, serve_app, serve_upstream};
 
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
@@ -165,22 +164,8 @@ fn main() -> ExitCode {
     let upstream_rt = runtime("fake-upstream", 1);
     let server_rt = runtime(SERVER_THREAD, 2);
     let client_rt = runtime("bench-client", 1);
-    let upstream = upstream_rt.block_on(async {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-            .await
-            .expect("bind");
-        let address = listener.local_addr().expect("address");
-        tokio::spawn(async move { axum::serve(listener, upstream_router()).await });
-        format!("http://{address}")
-    });
-    let server = server_rt.block_on(async {
-        let app = App::build(settings(&upstream))
-            .await
-            .expect("the app builds");
-        let address = format!("http://{}", app.local_addr());
-        tokio::spawn(app.run_until(std::future::pending()));
-        address
-    });
+    let upstream = serve_upstream(&upstream_rt, upstream_router());
+    let server = serve_app(&server_rt, settings(&upstream));
 
     let client = reqwest::Client::new();
     // Per round: ms per plain run, ms per supervisor run.

@@ -1,5 +1,7 @@
-//! What the CPU benchmarks among the examples share: the CPU time of a process's threads by
-//! name, runs driven at a fixed concurrency and read to their end, and the median of rounds.
+//! What the CPU benchmarks among the examples share: the fake upstream and the app each served
+//! on a runtime of its own (so their threads are named apart), the CPU time of a process's
+//! threads by name, runs driven at a fixed concurrency and read to their end, and the median
+//! of rounds.
 
 use futures_util::{stream, StreamExt};
 use serde_json::Value;
@@ -65,4 +67,31 @@ pub(crate) async fn drive(
 pub(crate) fn median(mut values: Vec<f64>) -> f64 {
     values.sort_by(f64::total_cmp);
     values[values.len() / 2]
+}
+
+/// Serves `router` on a free local port of `runtime`; its base URL.
+pub(crate) fn serve_upstream(runtime: &tokio::runtime::Runtime, router: axum::Router) -> String {
+    runtime.block_on(async {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let address = listener.local_addr().expect("address");
+        tokio::spawn(async move { axum::serve(listener, router).await });
+        format!("http://{address}")
+    })
+}
+
+/// Builds and serves the app of `settings` on `runtime`; its base URL.
+pub(crate) fn serve_app(
+    runtime: &tokio::runtime::Runtime,
+    settings: agui_host::settings::Settings,
+) -> String {
+    runtime.block_on(async {
+        let app = agui_host::App::build(settings)
+            .await
+            .expect("the app builds");
+        let address = format!("http://{}", app.local_addr());
+        tokio::spawn(app.run_until(std::future::pending()));
+        address
+    })
 }

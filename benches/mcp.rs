@@ -48,6 +48,7 @@ fn context() -> ToolContext {
         thread_id: "t".into(),
         run_id: "r".into(),
         tool_call_id: "c".into(),
+        message_id: None,
         state: None,
         progress: None,
         events: None,

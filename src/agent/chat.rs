@@ -578,6 +578,7 @@ impl RunState {
             thread_id: self.thread_id.clone(),
             run_id: self.run_id.clone(),
             tool_call_id: call.id.clone(),
+            message_id: parent_message_id.clone(),
             state: Some(self.state.clone()),
             progress: Some(progress),
             input,

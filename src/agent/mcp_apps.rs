@@ -271,6 +271,7 @@ async fn call_tool(
         agent: agent.to_owned(),
         thread_id: caller.thread_id,
         tool_call_id: format!("app_{}", caller.run_id),
+        message_id: None,
         run_id: caller.run_id,
         state: None,
         progress: None,

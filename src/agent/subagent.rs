@@ -14,9 +14,12 @@
 //! The child run is owned by the call's future: the call's timeout (`subagent_timeout_secs`), a
 //! stopped run or a client gone drop it, and with it the child's stream and its upstream
 //! request. The call may also fail fast: at most `max_parallel` calls of one parent run go at
-//! once (the fan-out limit; the others get an error result), and a child that asks a person
-//! (approvals inside a subagent are not supported yet; start-up refuses such children) fails
-//! the call.
+//! once (the fan-out limit; the others get an error result).
+//!
+//! A child that stops to ask a person ends with `SUBAGENT_FINISHED` outcome `suspended`, and
+//! its call passes the questions up as its own (`suspend`): the parent's run ends with them as
+//! interrupts, and the answers call the tool again, which resumes the child under the same
+//! `subagentRunId`.
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
@@ -32,8 +35,11 @@ use crate::protocol::{
     SubagentOutcome, SubagentStarted, TokenUsage, UserMessage,
 };
 use crate::telemetry::genai;
-use crate::tools::{Tool, ToolContext, ToolDefinition, ToolError, ToolOutput};
+use crate::tools::{InputAnswers, Tool, ToolContext, ToolDefinition, ToolError, ToolOutput};
+use suspend::{Suspended, Transcript};
 use tracing::Instrument;
+
+mod suspend;
 
 /// How much of a subagent's work a client sees (`subagent_visibility`).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
@@ -176,9 +182,22 @@ impl SubagentTool {
         }
     }
 
-    /// The child's run: the task as its one user message, on a thread of its own named after
+    /// The child's run: the task as its first user message, on a thread of its own named after
     /// the parent's call (never the parent's thread record), with no client tools and no state.
-    fn child_request(&self, task: &str, context: &ToolContext, run_id: &str) -> RunRequest {
+    /// A child resumed after it asked a person continues its conversation with the answers.
+    fn child_request(
+        &self,
+        task: &str,
+        context: &ToolContext,
+        run_id: &str,
+        resumed: Option<(&Suspended, &InputAnswers)>,
+    ) -> RunRequest {
+        let mut messages = vec![Message::User(UserMessage::text(new_id("msg"), task))];
+        let mut resume = Vec::new();
+        if let Some((suspended, answers)) = resumed {
+            messages.extend(suspended.messages.iter().cloned());
+            resume = suspended.resume(answers);
+        }
         RunRequest {
             scope: context.scope.clone(),
             thread_id: format!(
@@ -189,12 +208,12 @@ impl SubagentTool {
             parent_run_id: Some(context.run_id.clone()),
             // Attributed: what the parent's client is shown is decided above the parent.
             version: ProtocolVersion::V1,
-            messages: vec![Message::User(UserMessage::text(new_id("msg"), task))],
+            messages,
             tools: Vec::new(),
             context: Vec::new(),
             state: None,
             forwarded_props: None,
-            resume: Vec::new(),
+            resume,
             prompt_sections: Vec::new(),
             decisions: Vec::new(),
             recorded_results: BTreeSet::new(),
@@ -213,7 +232,14 @@ impl SubagentTool {
                 self.runs.limit, self.name
             )));
         };
-        let subagent_run_id = new_id("sa");
+        // A retry with answers is the suspended child's continuation, under its run id.
+        let resumed = context.input.as_deref().and_then(|answers| {
+            Suspended::read(answers).map(|suspended| (suspended, answers.clone()))
+        });
+        let subagent_run_id = match &resumed {
+            Some((suspended, _)) => suspended.subagent_run_id.clone(),
+            None => new_id("sa"),
+        };
         let mut out = Outlet {
             events: context.events.clone(),
             subagent_run_id: subagent_run_id.clone(),
@@ -225,11 +251,14 @@ impl SubagentTool {
             description: self.description.clone(),
             parent_subagent_run_id: None,
             parent_tool_call_id: Some(context.tool_call_id.clone()),
-            // Filled in above the parent's base agent, which saw the call's message.
-            parent_message_id: None,
+            // Otherwise filled in above the parent's base agent, which saw the call's message.
+            parent_message_id: context.message_id.clone(),
         }))
         .await?;
-        let request = self.child_request(task, &context, &subagent_run_id);
+        let resumed = resumed
+            .as_ref()
+            .map(|(suspended, answers)| (suspended, answers));
+        let request = self.child_request(task, &context, &subagent_run_id, resumed);
         // The child's own `invoke_agent` span, under the parent's `execute_tool`: its model
         // calls and tools nest under it, and it carries the child's model and tokens.
         let span = genai::run_span(&self.name, &request.thread_id, &request.run_id);
@@ -238,11 +267,24 @@ impl SubagentTool {
             .instrument(span.clone())
             .await;
         match &drained {
-            Ok(_) => genai::record_run_outcome(&span, "finished", false),
+            Ok(Ended::Answered(_)) => genai::record_run_outcome(&span, "finished", false),
+            Ok(Ended::Asked(_)) => genai::record_run_outcome(&span, "interrupt", false),
             Err(failure) => genai::record_run_outcome(&span, failure.code, true),
         }
         match drained {
-            Ok(answer) => {
+            Ok(Ended::Asked(asked)) => {
+                out.send(EventBody::SubagentFinished(SubagentFinished {
+                    subagent_run_id,
+                    result: None,
+                    // The ids are the parent's questions', filled in where they are made.
+                    outcome: Some(SubagentOutcome::Suspended {
+                        interrupt_ids: None,
+                    }),
+                }))
+                .await?;
+                Err(ToolError::NeedsInput(Box::new(asked)))
+            }
+            Ok(Ended::Answered(answer)) => {
                 out.send(EventBody::SubagentFinished(SubagentFinished {
                     subagent_run_id,
                     result: None,
@@ -271,28 +313,33 @@ impl SubagentTool {
         }
     }
 
-    /// Runs the child to its end, passing its events on; its last text message is the answer.
+    /// Runs the child to its end, passing its events on: its last text message is the answer,
+    /// unless it ended asking a person.
     async fn drain(
         &self,
         request: RunRequest,
         parent_run_id: &str,
         out: &mut Outlet,
-    ) -> Result<String, Failure> {
+    ) -> Result<Ended, Failure> {
         let mut stream = self.child.run(request).map_err(Failure::from)?;
         let mut answer = Answer::default();
+        let mut transcript = Transcript::default();
+        let mut interrupts = Vec::new();
         while let Some(update) = stream.next().await {
             match update.map_err(Failure::from)? {
                 AgentUpdate::Event(body) => {
                     answer.observe(&body);
+                    transcript.observe(&body);
                     if let Some(body) = out.shape(body) {
                         out.send(body).await.map_err(|_| Failure::gone())?;
                     }
                 }
-                AgentUpdate::Interrupt(_) | AgentUpdate::ApprovalRequest(_) => {
+                AgentUpdate::Interrupt(interrupt) => interrupts.push(*interrupt),
+                // The child's own approval gate turns its requests into interrupts.
+                AgentUpdate::ApprovalRequest(_) => {
                     return Err(Failure {
-                        code: "subagent_asked",
-                        message: "it asked a person for a decision, which a subagent cannot do yet"
-                            .into(),
+                        code: "internal_error",
+                        message: "it asked for an approval that was never put to a person".into(),
                     })
                 }
                 // Reported by the parent's `SubagentView`, with the call's result.
@@ -301,7 +348,16 @@ impl SubagentTool {
                 AgentUpdate::ToolProgress(_) => {}
             }
         }
-        Ok(answer.finish())
+        if interrupts.is_empty() {
+            return Ok(Ended::Answered(answer.finish()));
+        }
+        let asked = Suspended::ask(
+            &self.name,
+            &out.subagent_run_id,
+            interrupts,
+            transcript.into_messages(),
+        )?;
+        Ok(Ended::Asked(asked))
     }
 }
 
@@ -342,6 +398,12 @@ impl Tool for SubagentTool {
     ) -> BoxFuture<'a, Result<ToolOutput, ToolError>> {
         self.run(arguments, context).boxed()
     }
+}
+
+/// How a child's run ended: with its answer, or asking a person.
+enum Ended {
+    Answered(String),
+    Asked(crate::tools::InputRequired),
 }
 
 /// Why a child run failed, as the parent's client and model are told.
@@ -414,6 +476,13 @@ impl Outlet {
             EventBody::SubagentStarted(e) if e.parent_subagent_run_id.is_none() => {
                 if let Some(call) = e.parent_tool_call_id.as_mut() {
                     prefixed(call);
+                }
+            }
+            // A grandchild suspended names the child's questions, which the client never sees:
+            // the questions they become up here are named where they are made.
+            EventBody::SubagentFinished(e) => {
+                if let Some(SubagentOutcome::Suspended { interrupt_ids }) = &mut e.outcome {
+                    *interrupt_ids = None;
                 }
             }
             _ => {}

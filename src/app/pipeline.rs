@@ -122,7 +122,8 @@ pub(crate) fn build(
     let signer = ApprovalSigner::new(approval_keys, name, settings.approval.ttl_secs);
     agent = Arc::new(
         ApprovalGate::new(agent, approvals, signer, settings.approval.clone())
-            .with_tools_that_ask(!settings.mcp_servers.is_empty())
+            // MCP servers may ask while a call runs, and so may subagents.
+            .with_tools_that_ask(!settings.mcp_servers.is_empty() || !settings.subagents.is_empty())
             .with_client_id_limit(max_id_bytes),
     );
     if settings.status.enabled {

@@ -1,12 +1,11 @@
 //! The agents' `subagents` checked together, at start-up and by `check-config`: every child is
 //! a configured agent a tool may be named after, delegation has no cycle and stays within each
-//! agent's `max_subagent_depth`, and no child needs what a subagent cannot do yet (ask a person,
-//! write the run's state, leave a background task for a next run).
+//! agent's `max_subagent_depth`, and no child needs what a subagent cannot do yet (write the
+//! run's state, leave a background task for a next run).
 
 use std::collections::BTreeMap;
 
 use super::{AgentSettings, SettingsError, ToolKindSettings};
-use crate::agent::config::{ApprovalPolicySetting, FixedApproval};
 
 /// Checks every agent's subagents. See the module docs.
 ///
@@ -146,25 +145,13 @@ fn deepest(
     }
 }
 
-/// What a child may not have yet: approvals and questions (a child cannot interrupt the run
-/// yet), state writes (a child's state events are not passed on), background tools (their
-/// results wait for a next run a child never has).
+/// What a child may not have yet: state writes (a child's state events are not passed on),
+/// background tools (their results wait for a next run a child never has). Approvals and
+/// questions are fine: the child's call passes them up.
 fn validate_child(parent: &str, child: &str, agent: &AgentSettings) -> Result<(), SettingsError> {
     let at = format!("agents.{parent}.subagents `{child}`");
-    let asks = |approval: &ApprovalPolicySetting| {
-        !matches!(
-            approval,
-            ApprovalPolicySetting::Unset | ApprovalPolicySetting::Fixed(FixedApproval::Never)
-        )
-    };
     for tool in &agent.tools {
         let why = match &tool.kind {
-            _ if asks(&tool.approval) || tool.allow_edit => {
-                "needs approval, and approvals inside a subagent are not supported yet"
-            }
-            ToolKindSettings::Input { .. } => {
-                "asks the user, and questions inside a subagent are not supported yet"
-            }
             ToolKindSettings::State { .. } => {
                 "writes the shared state, which a subagent's run does not pass on"
             }
@@ -176,12 +163,6 @@ fn validate_child(parent: &str, child: &str, agent: &AgentSettings) -> Result<()
         return Err(invalid(format!("{at}: its tool `{}` {why}", tool.name)));
     }
     for server in &agent.mcp_servers {
-        if server.tools.values().any(|tool| asks(&tool.approval)) {
-            return Err(invalid(format!(
-                "{at}: a tool of its MCP server `{}` needs approval, and approvals inside a subagent are not supported yet",
-                server.name
-            )));
-        }
         if server.tools.values().any(|tool| tool.background) {
             return Err(invalid(format!(
                 "{at}: a tool of its MCP server `{}` runs in the background, and its result would wait for a next run the subagent never has",

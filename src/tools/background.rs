@@ -560,6 +560,7 @@ mod tests {
             thread_id: thread.into(),
             run_id: "r".into(),
             tool_call_id: "c".into(),
+            message_id: None,
             state: None,
             progress: None,
             events: None,

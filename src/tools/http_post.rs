@@ -287,6 +287,7 @@ mod tests {
             thread_id: "t".into(),
             run_id: "r".into(),
             tool_call_id: "call_1".into(),
+            message_id: None,
             state: None,
             progress: Some(sender),
             events: None,

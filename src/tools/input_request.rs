@@ -33,6 +33,28 @@ pub struct InputQuestion {
     /// A page the user must visit instead of answering in place (an MCP URL-mode
     /// elicitation); the answer is then only whether they did.
     pub url: Option<String>,
+    /// Set when the question is a subagent's, passed up by the call that ran it: how the
+    /// client is shown it (as the subagent asked it, not as a question of the call).
+    pub forwarded: Option<Box<ForwardedQuestion>>,
+}
+
+/// A question a subagent asked (its approval, its input tool's question, or one of its own
+/// tools' questions), as its parent's call passes it up.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ForwardedQuestion {
+    /// The interrupt's reason as the subagent gave it (`tool_call`, `input_required`).
+    pub reason: String,
+    /// The subagent's call the question is about, as the client knows it (prefixed with the
+    /// subagent's run id); `None` when the client is not shown the subagent's calls.
+    pub tool_call_id: Option<String>,
+    /// The subagent's own metadata for the question, with which agent asks (and, for a call
+    /// of its own, the call's tool and arguments) under `agui-host`.
+    pub metadata: Option<Map<String, Value>>,
+    /// The subagents it passed through, outermost first: the direct child, then its own
+    /// child… The last is the one that asked. Empty when the client is not shown subagents.
+    pub subagent_run_ids: Vec<String>,
+    /// The direct child's agent name.
+    pub agent: String,
 }
 
 /// The user's answers, for the call's retry.

@@ -29,7 +29,9 @@ use serde_json::Value;
 use crate::protocol::EventBody;
 use crate::settings::{ToolKindSettings, ToolSettings};
 pub use http_post::HttpPostTool;
-pub use input_request::{InputAnswers, InputQuestion, InputRequired, MAX_CARRIED_BYTES};
+pub use input_request::{
+    ForwardedQuestion, InputAnswers, InputQuestion, InputRequired, MAX_CARRIED_BYTES,
+};
 pub(crate) use state_write::select_argument;
 pub use state_write::StateWriteTool;
 pub use static_result::StaticResultTool;
@@ -145,6 +147,8 @@ pub struct ToolContext {
     pub thread_id: String,
     pub run_id: String,
     pub tool_call_id: String,
+    /// The assistant message the call belongs to, when the agent knows it.
+    pub message_id: Option<String>,
     /// The client's state at the start of the run, if it sent one.
     pub state: Option<Value>,
     /// Where the tool may report progress while it runs (shown as status updates when the agent

@@ -110,6 +110,7 @@ mod tests {
             thread_id: "t".into(),
             run_id: "r".into(),
             tool_call_id: "c".into(),
+            message_id: None,
             state: Some(state),
         }
     }

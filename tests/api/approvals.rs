@@ -121,7 +121,7 @@ impl ToolService {
             .collect()
     }
 
-    fn total(&self) -> usize {
+    pub(crate) fn total(&self) -> usize {
         self.calls.lock().unwrap().len()
     }
 }
@@ -133,7 +133,7 @@ fn service_result(tool: &str) -> Value {
 
 // ---- Tools and agent settings ----------------------------------------------------------------
 
-fn always() -> ApprovalPolicySetting {
+pub(crate) fn always() -> ApprovalPolicySetting {
     ApprovalPolicySetting::Fixed(FixedApproval::Always)
 }
 
@@ -146,7 +146,7 @@ fn transfer_parameters() -> Value {
 }
 
 /// An `http` server tool posting to the tool service.
-fn http_tool(
+pub(crate) fn http_tool(
     service: &ToolService,
     name: &str,
     parameters: Value,

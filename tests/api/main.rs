@@ -91,6 +91,7 @@ mod server_tools;
 mod shared_state;
 mod shutdown;
 mod slow_clients;
+mod subagent_approvals;
 mod subagents;
 mod telemetry;
 mod thread_list;

@@ -3,12 +3,25 @@
 // attributed stream and keeps the child's messages with their subagentRunId, and its next run,
 // carrying them, is accepted and answered; the 0.0.59 client gets the child inline, as an
 // activity, with no subagent events.
+//
+// An approval inside a child, on two replicas sharing Redis and their approval key: replica A
+// runs the planner, whose hotels agent asks before it books; the client answers on replica B,
+// where the child resumes and books; the answer replayed on A books nothing more.
 
-import { describe, test } from "node:test";
+import { after, before, describe, test } from "node:test";
 import assert from "node:assert/strict";
 
 import { textTurn, toolTurn } from "./fake-openai.mjs";
-import { CLIENTS, newAgent, ofType, run, userMessage, withFakeUpstreamAndServer } from "./harness.mjs";
+import {
+  CLIENTS,
+  newAgent,
+  ofType,
+  run,
+  startRedis,
+  startServer,
+  userMessage,
+  withFakeUpstreamAndServer,
+} from "./harness.mjs";
 
 const TIMEOUT = 30_000;
 
@@ -63,6 +76,98 @@ for (const client of CLIENTS) {
       const roles = last.messages.filter((m) => m.role !== "system").map((m) => m.role);
       assert.deepEqual(roles, ["user", "assistant", "tool", "assistant", "user"], JSON.stringify(last.messages, null, 1));
       assert.equal(env.fake.requests(childKey).length, 2);
+    });
+  });
+}
+
+const replicas = {};
+before(async () => {
+  replicas.redis = await startRedis();
+  const extraEnv = {
+    APP_THREADS__STORE: "redis",
+    APP_THREADS__REDIS_URL: replicas.redis.url,
+    APP_SECURITY__APPROVAL_KEYS: "an-approval-key-both-replicas-share-of-40-chars",
+  };
+  replicas.a = await startServer({ upstream: env.fake.baseUrl, extraEnv });
+  replicas.b = await startServer({ upstream: env.fake.baseUrl, extraEnv });
+});
+after(async () => {
+  await replicas.a?.stop();
+  await replicas.b?.stop();
+  await replicas.redis?.stop();
+});
+
+/** The child's model requests that carry the booking's result: one per booking it was told of. */
+function bookingsSeen(requests) {
+  return requests.filter((r) => r.messages.some((m) => m.role === "tool" && String(m.content).includes("HX-1"))).length;
+}
+
+for (const client of CLIENTS) {
+  describe(`${client.name} on two replicas`, () => {
+    test(`[${client.version}] a child's approval, answered on another replica over Redis, resumes the child once`, { timeout: TIMEOUT }, async () => {
+      const key = `subagent-approval-${client.tag}`;
+      const childKey = `hotels-task-${client.tag}`;
+      env.fake.script(
+        key,
+        toolTurn([{ id: "call_1", name: "hotels", arguments: { task: `${childKey}: the Grand in Rome` } }]),
+        textTurn("Your room ", "is booked."),
+        textTurn("Nothing more to do."),
+      );
+      env.fake.script(
+        childKey,
+        toolTurn([{ id: "call_1", name: "book_hotel", arguments: { hotel: "Grand" } }]),
+        textTurn("Booked: ", "HX-1."),
+      );
+      const agent = newAgent(client, `${replicas.a.url}/planner`, { prompt: `${key}: a hotel in Rome` });
+      const log = () => `A:\n${replicas.a.log().slice(-3000)}\nB:\n${replicas.b.log().slice(-3000)}`;
+
+      // Run 1 on A: the child asks.
+      const first = await run(agent);
+      let answer;
+      if (client.protocol10) {
+        const [started] = ofType(first.events, "SUBAGENT_STARTED");
+        assert.equal(started.name, "hotels");
+        const finished = ofType(first.events, "RUN_FINISHED")[0];
+        assert.equal(finished.outcome?.type, "interrupt", JSON.stringify(finished));
+        const [interrupt] = finished.outcome.interrupts;
+        assert.equal(interrupt.subagentRunId, started.subagentRunId);
+        assert.equal(interrupt.toolCallId, `${started.subagentRunId}.call_1`);
+        assert.equal(interrupt.reason, "tool_call");
+        const [suspended] = ofType(first.events, "SUBAGENT_FINISHED");
+        assert.deepEqual(suspended.outcome, { type: "suspended", interruptIds: [interrupt.id] });
+        assert.deepEqual(agent.pendingInterrupts, [interrupt]);
+        answer = { resume: [{ interruptId: interrupt.id, status: "resolved", payload: { approved: true } }] };
+      } else {
+        assert.equal(first.events.filter((e) => e.type.startsWith("SUBAGENT_")).length, 0);
+        const approval = agent.messages.flatMap((m) => m.toolCalls ?? []).find((c) => c.function.name === "request_approval");
+        assert.ok(approval, JSON.stringify(agent.messages, null, 1));
+        const question = JSON.parse(approval.function.arguments);
+        assert.equal(question.toolCallId, "call_1");
+        assert.equal(question.toolName, "book_hotel");
+        assert.equal(question.agent, "hotels");
+        agent.addMessage({ id: `answer-${client.tag}`, role: "tool", toolCallId: approval.id, content: JSON.stringify({ approved: true }) });
+        answer = {};
+      }
+      assert.equal(bookingsSeen(env.fake.requests(childKey)), 0, "nothing booked before the answer");
+
+      // Run 2 on B: the child resumes (the same subagent run) and books.
+      agent.url = `${replicas.b.url}/planner`;
+      const second = await run(agent, answer);
+      const result = agent.messages.find((m) => m.role === "tool" && m.toolCallId === "call_1");
+      assert.equal(result?.content, "Booked: HX-1.", `${JSON.stringify(agent.messages, null, 1)}\n${log()}`);
+      if (client.protocol10) {
+        assert.equal(ofType(second.events, "SUBAGENT_STARTED")[0].subagentRunId, ofType(first.events, "SUBAGENT_STARTED")[0].subagentRunId);
+        assert.deepEqual(agent.pendingInterrupts, []);
+      }
+      assert.equal(agent.messages.at(-1).content, "Your room is booked.");
+      assert.equal(bookingsSeen(env.fake.requests(childKey)), 1);
+
+      // Run 3 on A: the user goes on; nothing is booked again.
+      agent.url = `${replicas.a.url}/planner`;
+      agent.addMessage(userMessage("Thanks"));
+      await run(agent);
+      assert.equal(agent.messages.at(-1).content, "Nothing more to do.");
+      assert.equal(bookingsSeen(env.fake.requests(childKey)), 1, "booked once");
     });
   });
 }

@@ -667,6 +667,7 @@ impl ApprovalGate {
             policies: self.policies.clone(),
             signer: self.signer.clone(),
             client_id_limit: self.client_id_limit,
+            suspended: Vec::new(),
         });
         let updates = self.inner.run(request)?;
         // Without policies or tools that ask the base agent never asks: no per-event mapping.

@@ -26,7 +26,7 @@ use crate::agent::subagent::{SubagentRuns, SubagentVisibility};
 use crate::agent::{
     map_updates, Agent, AgentError, AgentStream, AgentUpdate, RunRequest, UpdateMapper, Updates,
 };
-use crate::protocol::{ActivitySnapshot, EventBody, MessageRef, SubagentError};
+use crate::protocol::{ActivitySnapshot, EventBody, MessageRef, SubagentError, SubagentOutcome};
 
 /// The `activityType` of an inline subagent.
 pub const ACTIVITY_TYPE: &str = "agui-host.subagent";
@@ -165,6 +165,11 @@ impl ViewMapper {
         let child = self.open.remove(at);
         match (self.visibility, &end) {
             (SubagentVisibility::Attributed, _) => out.push(end.into()),
+            (SubagentVisibility::Inline, EventBody::SubagentFinished(e))
+                if matches!(e.outcome, Some(SubagentOutcome::Suspended { .. })) =>
+            {
+                out.push(Self::activity(&child, "waiting", None).into())
+            }
             (SubagentVisibility::Inline, EventBody::SubagentError(e)) => {
                 out.push(Self::activity(&child, "failed", Some(&e.message)).into())
             }
@@ -172,6 +177,22 @@ impl ViewMapper {
                 out.push(Self::activity(&child, "finished", None).into())
             }
             (SubagentVisibility::Hidden, _) => {}
+        }
+    }
+
+    /// A client not shown subagents is asked their questions as questions of the parent's
+    /// call: no subagent run id, and the parent's call id.
+    fn unattribute_questions(&self, request: &mut crate::agent::ApprovalRequest) {
+        if self.visibility == SubagentVisibility::Attributed {
+            return;
+        }
+        let questions = request
+            .input
+            .iter_mut()
+            .flat_map(|asked| &mut asked.questions);
+        for forwarded in questions.filter_map(|q| q.forwarded.as_mut()) {
+            forwarded.tool_call_id = None;
+            forwarded.subagent_run_ids.clear();
         }
     }
 
@@ -268,9 +289,17 @@ impl ViewMapper {
 
 impl UpdateMapper for ViewMapper {
     fn on_update(&mut self, update: AgentUpdate, out: &mut Updates) -> Result<(), AgentError> {
-        let AgentUpdate::Event(body) = update else {
-            out.push(update);
-            return Ok(());
+        let body = match update {
+            AgentUpdate::Event(body) => body,
+            AgentUpdate::ApprovalRequest(mut request) => {
+                self.unattribute_questions(&mut request);
+                out.push(AgentUpdate::ApprovalRequest(request));
+                return Ok(());
+            }
+            update => {
+                out.push(update);
+                return Ok(());
+            }
         };
         match body {
             EventBody::SubagentStarted(mut start) => {

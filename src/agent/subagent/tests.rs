@@ -15,6 +15,7 @@ fn context(events: tokio::sync::mpsc::Sender<EventBody>) -> ToolContext {
         thread_id: "t".into(),
         run_id: "r".into(),
         tool_call_id: "c1".into(),
+        message_id: None,
         state: None,
         progress: None,
         input: None,

@@ -193,6 +193,7 @@ async fn the_kind_fills_its_fixed_surface_with_the_arguments() {
         thread_id: "t".into(),
         run_id: "r".into(),
         tool_call_id: "c".into(),
+        message_id: None,
         state: None,
         progress: None,
         input: None,

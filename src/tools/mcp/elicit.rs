@@ -71,6 +71,7 @@ fn question(key: String, params: ElicitRequestParams) -> Result<InputQuestion, T
                 message: clip(message),
                 schema,
                 url: None,
+                forwarded: None,
             })
         }
         ElicitRequestParams::UrlElicitationParams { message, url, .. } => Ok(InputQuestion {
@@ -78,6 +79,7 @@ fn question(key: String, params: ElicitRequestParams) -> Result<InputQuestion, T
             message: clip(format!("{message}\n\n{url}")),
             schema: url_schema(),
             url: Some(url),
+            forwarded: None,
         }),
         _ => Err(ToolError::Failed(
             "the MCP server asked for input in a mode this host does not know".into(),

@@ -11,8 +11,8 @@ use crate::agent::approval::{ApprovalPolicies, ApprovalSigner, ApprovalSubject};
 use crate::agent::approval_id::ApprovalId;
 use crate::agent::elicitation::CarriedQuestion;
 use crate::agent::{AgentError, AgentUpdate, ApprovalRequest, UpdateMapper, Updates};
-use crate::protocol::{EventBody, Interrupt};
-use crate::tools::InputRequired;
+use crate::protocol::{EventBody, Interrupt, SubagentFinished, SubagentOutcome};
+use crate::tools::{ForwardedQuestion, InputQuestion, InputRequired};
 
 pub(super) struct GateMapper {
     /// Ask through a client tool call (0.x clients) rather than an interrupt.
@@ -25,6 +25,9 @@ pub(super) struct GateMapper {
     pub(super) signer: ApprovalSigner,
     /// The longest id a client may send back (`server.input_limits.max_id_bytes`).
     pub(super) client_id_limit: usize,
+    /// Subagents that ended suspended, held until the questions they asked have their ids
+    /// (`SUBAGENT_FINISHED.outcome.interruptIds`).
+    pub(super) suspended: Vec<SubagentFinished>,
 }
 
 /// One question on its way out, in both shapes.
@@ -38,20 +41,49 @@ struct Question {
     /// The 0.x client tool that asks it, and that call's arguments.
     client_tool: String,
     client_arguments: Value,
+    /// For a subagent's question: the call it is about as the client knows it, and the
+    /// subagents it came through (outermost first).
+    tool_call_id: Option<String>,
+    subagent_run_ids: Vec<String>,
 }
 
 impl UpdateMapper for GateMapper {
     fn on_update(&mut self, update: AgentUpdate, out: &mut Updates) -> Result<(), AgentError> {
-        let AgentUpdate::ApprovalRequest(request) = update else {
-            out.push(update);
-            return Ok(());
+        let request = match update {
+            AgentUpdate::ApprovalRequest(request) => request,
+            AgentUpdate::Event(EventBody::SubagentFinished(finished))
+                if matches!(
+                    finished.outcome,
+                    Some(SubagentOutcome::Suspended {
+                        interrupt_ids: None
+                    })
+                ) =>
+            {
+                self.suspended.push(finished);
+                return Ok(());
+            }
+            update => {
+                out.push(update);
+                return Ok(());
+            }
         };
         let questions = match &request.input {
             Some(asked) => self.tools_questions(&request, asked),
             None => vec![self.approval_or_input(&request)],
         };
+        let mut asked = Vec::new();
         for question in questions {
+            asked.push((question.id.clone(), question.subagent_run_ids.clone()));
             self.ask(question, &request, out);
+        }
+        self.finish_suspended(&asked, out);
+        Ok(())
+    }
+
+    fn on_end(&mut self, out: &mut Updates) -> Result<(), AgentError> {
+        // A suspended subagent none of whose questions came (a wiring bug) still ends.
+        for finished in self.suspended.drain(..) {
+            out.push(AgentUpdate::Event(EventBody::SubagentFinished(finished)));
         }
         Ok(())
     }
@@ -102,6 +134,8 @@ impl GateMapper {
                     // proposed (the slots it found, the options it listed).
                     metadata: Some(ours(json!({"tool": tool_name, "arguments": arguments}))),
                     client_tool: self.input_tool_name.clone(),
+                    tool_call_id: None,
+                    subagent_run_ids: Vec::new(),
                 }
             }
             None => {
@@ -121,6 +155,8 @@ impl GateMapper {
                     response_schema: self.policies.response_schema(tool_name),
                     metadata: None,
                     client_tool: self.client_tool_name.clone(),
+                    tool_call_id: None,
+                    subagent_run_ids: Vec::new(),
                 }
             }
         }
@@ -137,6 +173,9 @@ impl GateMapper {
                 let approval_id = self
                     .signer
                     .mint_carrying(self.subject(request), Some(carried));
+                if let Some(forwarded) = &question.forwarded {
+                    return self.subagents_question(request, question, forwarded, &approval_id);
+                }
                 let mut about =
                     json!({"source": "mcp", "server": asked.asker, "tool": request.tool_name});
                 if let Some(url) = &question.url {
@@ -157,9 +196,82 @@ impl GateMapper {
                     response_schema: question.schema.clone(),
                     metadata: Some(ours(about)),
                     client_tool: self.input_tool_name.clone(),
+                    tool_call_id: None,
+                    subagent_run_ids: Vec::new(),
                 }
             })
             .collect()
+    }
+
+    /// A subagent's question, passed up by the call that ran it: shown as the subagent asked
+    /// it (its reason, its call, its run id), answered through the parent's call. A 0.x
+    /// client gets a subagent's approval as an approval call, with the subagent's tool and
+    /// arguments, and its other questions as input calls.
+    fn subagents_question(
+        &self,
+        request: &ApprovalRequest,
+        question: &InputQuestion,
+        forwarded: &ForwardedQuestion,
+        approval_id: &ApprovalId,
+    ) -> Question {
+        let about = forwarded
+            .metadata
+            .as_ref()
+            .and_then(|metadata| metadata.get("agui-host"));
+        let detail = |key: &str| about.and_then(|a| a.get(key)).cloned();
+        let approval = forwarded.reason == "tool_call";
+        let client_arguments = json!({
+            // The parent's call: the answer is the parent's call's to carry.
+            "toolCallId": request.tool_call_id,
+            "toolName": detail("tool").unwrap_or_else(|| json!(request.tool_name)),
+            "arguments": detail("arguments").unwrap_or_else(|| json!({})),
+            "message": question.message,
+            "responseSchema": question.schema,
+            "allowEdit": approval && question.schema.get("properties").and_then(|p| p.get("editedArgs")).is_some(),
+            "agent": forwarded.agent,
+        });
+        Question {
+            client_arguments,
+            id: approval_id.to_string(),
+            expires_at: ApprovalSigner::expires_at(approval_id),
+            reason: if approval {
+                "tool_call"
+            } else {
+                "input_required"
+            },
+            message: question.message.clone(),
+            response_schema: question.schema.clone(),
+            metadata: forwarded.metadata.clone(),
+            client_tool: if approval {
+                self.client_tool_name.clone()
+            } else {
+                self.input_tool_name.clone()
+            },
+            tool_call_id: forwarded.tool_call_id.clone(),
+            subagent_run_ids: forwarded.subagent_run_ids.clone(),
+        }
+    }
+
+    /// Sends the held ends of the subagents that asked the questions just asked (`asked`: each
+    /// question's id and the subagents it came through), naming the questions.
+    fn finish_suspended(&mut self, asked: &[(String, Vec<String>)], out: &mut Updates) {
+        let mut held = Vec::new();
+        for mut finished in self.suspended.drain(..) {
+            let ids: Vec<String> = asked
+                .iter()
+                .filter(|(_, through)| through.contains(&finished.subagent_run_id))
+                .map(|(id, _)| id.clone())
+                .collect();
+            if ids.is_empty() {
+                held.push(finished);
+                continue;
+            }
+            finished.outcome = Some(SubagentOutcome::Suspended {
+                interrupt_ids: Some(ids),
+            });
+            out.push(AgentUpdate::Event(EventBody::SubagentFinished(finished)));
+        }
+        self.suspended = held;
     }
 
     fn ask(&self, question: Question, request: &ApprovalRequest, out: &mut Updates) {
@@ -182,10 +294,14 @@ impl GateMapper {
             id: question.id,
             reason: question.reason.to_owned(),
             message: Some(question.message),
-            tool_call_id: Some(request.tool_call_id.clone()),
+            tool_call_id: Some(
+                question
+                    .tool_call_id
+                    .unwrap_or_else(|| request.tool_call_id.clone()),
+            ),
             response_schema: Some(question.response_schema),
             metadata: question.metadata,
-            subagent_run_id: None,
+            subagent_run_id: question.subagent_run_ids.last().cloned(),
         })));
     }
 }

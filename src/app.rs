@@ -320,7 +320,8 @@ fn assemble(
             .map_err(|message| SettingsError::Invalid(format!("agents.{name}: {message}")))?;
         let timeout = Duration::from_secs(agent_settings.tool_timeout_secs);
         mcp_apps.add_agent(name, mcp.app_servers_for(name), approvals, timeout);
-        let (mut tools, subagent_runs) = subagents::tools(agent_settings, settings, &agents);
+        let (mut tools, subagent_runs) = subagents::tools(agent_settings, settings, &agents)
+            .map_err(|message| SettingsError::Invalid(format!("agents.{name}: {message}")))?;
         tools.extend(extra_tools.get(name).into_iter().flatten().cloned());
         let agent = pipeline::build(
             name,

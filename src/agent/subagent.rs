@@ -36,9 +36,12 @@ use crate::protocol::{
 };
 use crate::telemetry::genai;
 use crate::tools::{InputAnswers, Tool, ToolContext, ToolDefinition, ToolError, ToolOutput};
+use briefing::{AnswerSchema, ParentView};
+pub use briefing::{SubagentContext, MAX_CONTEXT_MESSAGES};
 use suspend::{Suspended, Transcript};
 use tracing::Instrument;
 
+mod briefing;
 mod suspend;
 
 /// How much of a subagent's work a client sees (`subagent_visibility`).
@@ -76,6 +79,7 @@ impl SubagentVisibility {
 #[derive(Debug, Clone)]
 pub struct SubagentRuns {
     limit: usize,
+    context: SubagentContext,
     shared: Arc<Mutex<Shared>>,
 }
 
@@ -85,14 +89,36 @@ struct Shared {
     running: HashMap<String, usize>,
     /// Children's usage not yet reported, by parent run id.
     usage: HashMap<String, Vec<TokenUsage>>,
+    /// What children see of each parent run, by its run id (see `briefing`).
+    parents: HashMap<String, Arc<ParentView>>,
 }
 
 impl SubagentRuns {
-    pub fn new(limit: usize) -> Self {
+    /// `limit` calls at once per parent run; children shown `context` of it.
+    pub fn new(limit: usize, context: SubagentContext) -> Self {
         SubagentRuns {
             limit,
+            context,
             shared: Arc::default(),
         }
+    }
+
+    /// Takes what the children of the run `request` will be shown of it, when they are shown
+    /// anything; kept until [`forget_parent`](Self::forget_parent).
+    pub fn note_parent(&self, request: &RunRequest) {
+        if self.context.is_empty() {
+            return;
+        }
+        let view = self.context.view(request);
+        self.lock().parents.insert(request.run_id.clone(), view);
+    }
+
+    pub fn forget_parent(&self, run_id: &str) {
+        self.lock().parents.remove(run_id);
+    }
+
+    fn parent_view(&self, run_id: &str) -> Option<Arc<ParentView>> {
+        self.lock().parents.get(run_id).cloned()
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Shared> {
@@ -154,6 +180,8 @@ pub struct SubagentTool {
     description: Option<String>,
     child: Arc<dyn Agent>,
     runs: SubagentRuns,
+    /// The child's `answer_schema`: its answer must be JSON of this shape.
+    answer: Option<AnswerSchema>,
 }
 
 impl std::fmt::Debug for SubagentTool {
@@ -166,20 +194,32 @@ impl std::fmt::Debug for SubagentTool {
 
 impl SubagentTool {
     /// The child `name` (built with its own pipeline) as a tool; `description` is the child's,
-    /// shown to the parent's model and in `SUBAGENT_STARTED`.
+    /// shown to the parent's model and in `SUBAGENT_STARTED`; `answer_schema` the child's, which
+    /// its answer must meet.
+    ///
+    /// # Errors
+    /// `answer_schema` is not a valid JSON Schema.
     pub fn new(
         name: &str,
         description: Option<&str>,
         child: Arc<dyn Agent>,
         runs: SubagentRuns,
-    ) -> Self {
-        SubagentTool {
-            definition: definition(name, description),
+        answer_schema: Option<Value>,
+    ) -> Result<Self, String> {
+        let answer = answer_schema
+            .map(AnswerSchema::new)
+            .transpose()
+            .map_err(|why| {
+                format!("agents.{name}.answer_schema is not a valid JSON Schema: {why}")
+            })?;
+        Ok(SubagentTool {
+            definition: definition(name, description, runs.context.messages > 0),
             name: name.to_owned(),
             description: description.map(str::to_owned),
             child,
             runs,
-        }
+            answer,
+        })
     }
 
     /// The child's run: the task as its first user message, on a thread of its own named after
@@ -198,6 +238,9 @@ impl SubagentTool {
             messages.extend(suspended.messages.iter().cloned());
             resume = suspended.resume(answers);
         }
+        let parent = self.runs.parent_view(&context.run_id).unwrap_or_default();
+        let mut prompt_sections: Vec<String> = parent.section.iter().cloned().collect();
+        prompt_sections.extend(self.answer.as_ref().map(AnswerSchema::section));
         RunRequest {
             scope: context.scope.clone(),
             thread_id: format!(
@@ -210,11 +253,11 @@ impl SubagentTool {
             version: ProtocolVersion::V1,
             messages,
             tools: Vec::new(),
-            context: Vec::new(),
+            context: parent.context.clone(),
             state: None,
             forwarded_props: None,
             resume,
-            prompt_sections: Vec::new(),
+            prompt_sections,
             decisions: Vec::new(),
             recorded_results: BTreeSet::new(),
             decision_claims: None,
@@ -263,11 +306,11 @@ impl SubagentTool {
         // calls and tools nest under it, and it carries the child's model and tokens.
         let span = genai::run_span(&self.name, &request.thread_id, &request.run_id);
         let drained = self
-            .drain(request, &context.run_id, &mut out)
+            .drain_checked(request, &context, &mut out)
             .instrument(span.clone())
             .await;
         match &drained {
-            Ok(Ended::Answered(_)) => genai::record_run_outcome(&span, "finished", false),
+            Ok(Ended::Answered { .. }) => genai::record_run_outcome(&span, "finished", false),
             Ok(Ended::Asked(_)) => genai::record_run_outcome(&span, "interrupt", false),
             Err(failure) => genai::record_run_outcome(&span, failure.code, true),
         }
@@ -284,14 +327,14 @@ impl SubagentTool {
                 .await?;
                 Err(ToolError::NeedsInput(Box::new(asked)))
             }
-            Ok(Ended::Answered(answer)) => {
+            Ok(Ended::Answered { answer, .. }) => {
                 out.send(EventBody::SubagentFinished(SubagentFinished {
                     subagent_run_id,
                     result: None,
                     outcome: Some(SubagentOutcome::Success),
                 }))
                 .await?;
-                Ok(ToolOutput::from(Value::String(answer)))
+                Ok(ToolOutput::from(answer))
             }
             Err(failure) => {
                 // What the child left open closes before it does, as a client expects.
@@ -310,6 +353,54 @@ impl SubagentTool {
                     self.name, failure.message
                 )))
             }
+        }
+    }
+
+    /// Runs the child to its end (see [`Self::drain`]); a child with an `answer_schema` whose
+    /// answer does not meet it is told what is wrong and runs once more, on its conversation
+    /// so far, and fails the call if its answer still does not.
+    async fn drain_checked(
+        &self,
+        mut request: RunRequest,
+        context: &ToolContext,
+        out: &mut Outlet,
+    ) -> Result<Ended, Failure> {
+        let Some(schema) = &self.answer else {
+            return self.drain(request, &context.run_id, out).await;
+        };
+        let mut told = false;
+        loop {
+            let base = request.clone();
+            let (answer, messages) = match self.drain(request, &context.run_id, out).await? {
+                Ended::Answered { answer, messages } => (answer, messages),
+                asked => return Ok(asked),
+            };
+            let text = answer.as_str().unwrap_or_default();
+            let problem = match schema.read(text) {
+                Ok(value) => {
+                    return Ok(Ended::Answered {
+                        answer: value,
+                        messages,
+                    })
+                }
+                Err(problem) => problem,
+            };
+            if told {
+                return Err(Failure {
+                    code: "subagent_answer_invalid",
+                    message: format!("its answer did not match its answer_schema: {problem}"),
+                });
+            }
+            told = true;
+            request = base;
+            request.messages.extend(messages);
+            request.messages.push(Message::User(UserMessage::text(
+                new_id("msg"),
+                format!(
+                    "Your answer cannot be used: {problem}. Reply again with the JSON value only."
+                ),
+            )));
+            request.resume.clear();
         }
     }
 
@@ -349,7 +440,10 @@ impl SubagentTool {
             }
         }
         if interrupts.is_empty() {
-            return Ok(Ended::Answered(answer.finish()));
+            return Ok(Ended::Answered {
+                answer: Value::String(answer.finish()),
+                messages: transcript.into_messages(),
+            });
         }
         let asked = Suspended::ask(
             &self.name,
@@ -362,8 +456,13 @@ impl SubagentTool {
 }
 
 /// The tool a parent's model is offered for the child `name` (described by `description`):
-/// the child's name, what it does, and one `task`.
-pub fn definition(name: &str, description: Option<&str>) -> ToolDefinition {
+/// the child's name, what it does, and one `task`. `shown_conversation`: the parent shows its
+/// children its latest messages (`subagent_context.messages`).
+pub fn definition(
+    name: &str,
+    description: Option<&str>,
+    shown_conversation: bool,
+) -> ToolDefinition {
     let about = description
         .map(str::trim)
         .filter(|d| !d.is_empty())
@@ -371,14 +470,14 @@ pub fn definition(name: &str, description: Option<&str>) -> ToolDefinition {
             || format!("Delegates a task to the `{name}` agent and returns its answer."),
             |d| format!("Delegates a task to the `{name}` agent: {d}"),
         );
+    let task = match shown_conversation {
+        true => "What the agent should do, with everything it needs to know: it sees only the latest messages of this conversation.",
+        false => "What the agent should do, with everything it needs to know: it sees nothing else of this conversation.",
+    };
     let parameters = json!({
         "type": "object",
         "properties": {
-            "task": {
-                "type": "string",
-                "minLength": 1,
-                "description": "What the agent should do, with everything it needs to know: it sees nothing else of this conversation."
-            }
+            "task": {"type": "string", "minLength": 1, "description": task}
         },
         "required": ["task"],
         "additionalProperties": false
@@ -400,9 +499,13 @@ impl Tool for SubagentTool {
     }
 }
 
-/// How a child's run ended: with its answer, or asking a person.
+/// How a child's run ended: with its answer (and its conversation since the messages it was
+/// given), or asking a person.
 enum Ended {
-    Answered(String),
+    Answered {
+        answer: Value,
+        messages: Vec<Message>,
+    },
     Asked(crate::tools::InputRequired),
 }
 

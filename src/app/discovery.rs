@@ -183,7 +183,11 @@ fn add_subagents(capabilities: &mut AgentCapabilities, agent: &AgentSettings, se
     let children: Vec<(String, Option<String>)> = agent.subagents.iter().map(described).collect();
     if let Some(items) = capabilities.tools.as_mut().and_then(|t| t.items.as_mut()) {
         items.extend(children.iter().map(|(name, description)| {
-            let definition = crate::agent::subagent::definition(name, description.as_deref());
+            let definition = crate::agent::subagent::definition(
+                name,
+                description.as_deref(),
+                agent.subagent_context.messages > 0,
+            );
             Tool {
                 name: definition.name,
                 description: definition.description,

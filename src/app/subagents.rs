@@ -32,22 +32,29 @@ pub(super) fn build_order(settings: &Settings) -> Vec<String> {
 }
 
 /// The subagent tools of `agent`, over its children as built, and what they share with the
-/// agent's `SubagentView` (the fan-out limit, the children's usage).
+/// agent's `SubagentView` (the fan-out limit, the children's usage, what they see of a run).
+///
+/// # Errors
+/// A child's `answer_schema` that is not a valid JSON Schema.
 pub(super) fn tools(
     agent: &AgentSettings,
     settings: &Settings,
     built: &BTreeMap<String, Arc<dyn Agent>>,
-) -> (Vec<Arc<dyn Tool>>, SubagentRuns) {
-    let runs = SubagentRuns::new(agent.max_parallel_subagents);
-    let tools = agent
-        .subagents
-        .iter()
-        .filter_map(|child| {
-            let description = settings.agents.get(child)?.description.as_deref();
-            let tool =
-                SubagentTool::new(child, description, built.get(child)?.clone(), runs.clone());
-            Some(Arc::new(tool) as Arc<dyn Tool>)
-        })
-        .collect();
-    (tools, runs)
+) -> Result<(Vec<Arc<dyn Tool>>, SubagentRuns), String> {
+    let runs = SubagentRuns::new(agent.max_parallel_subagents, agent.subagent_context);
+    let mut tools = Vec::new();
+    for child in &agent.subagents {
+        let (Some(settings), Some(built)) = (settings.agents.get(child), built.get(child)) else {
+            continue; // checked before: every child is configured and built first
+        };
+        let tool = SubagentTool::new(
+            child,
+            settings.description.as_deref(),
+            built.clone(),
+            runs.clone(),
+            settings.answer_schema.clone(),
+        )?;
+        tools.push(Arc::new(tool) as Arc<dyn Tool>);
+    }
+    Ok((tools, runs))
 }

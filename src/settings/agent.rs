@@ -13,7 +13,7 @@ pub use crate::agent::config::{
     ResultStateKind, StateSettings, ToolNameClash, ToolStateRule, ToolStateSource,
     DEFAULT_STATE_PROMPT,
 };
-pub use crate::agent::subagent::SubagentVisibility;
+pub use crate::agent::subagent::{SubagentContext, SubagentVisibility};
 
 /// One agent: its prompt, its server-side tools and its limits.
 #[derive(Debug, Clone, Deserialize)]
@@ -102,6 +102,14 @@ pub struct AgentSettings {
     /// `tool_timeout_secs`.
     #[serde(default = "default_subagent_timeout_secs")]
     pub subagent_timeout_secs: u64,
+    /// What its subagents see of its run beside their task: its latest messages, the client's
+    /// context entries.
+    #[serde(default)]
+    pub subagent_context: SubagentContext,
+    /// When it runs as a subagent: the JSON Schema its answer must meet (its answer is then
+    /// JSON, checked, and asked again once when it does not match).
+    #[serde(default)]
+    pub answer_schema: Option<serde_json::Value>,
 }
 
 fn default_subagent_timeout_secs() -> u64 {

@@ -6,6 +6,7 @@
 use std::collections::BTreeMap;
 
 use super::{AgentSettings, SettingsError, ToolKindSettings};
+use crate::agent::subagent::MAX_CONTEXT_MESSAGES;
 
 /// Checks every agent's subagents. See the module docs.
 ///
@@ -33,6 +34,15 @@ pub(super) fn validate(agents: &BTreeMap<String, AgentSettings>) -> Result<(), S
             validate_child(parent, child, &agents[child])?;
         }
     }
+    for (name, agent) in agents {
+        if let Some(schema) = &agent.answer_schema {
+            jsonschema::validator_for(schema).map_err(|why| {
+                invalid(format!(
+                    "agents.{name}.answer_schema is not a valid JSON Schema: {why}"
+                ))
+            })?;
+        }
+    }
     Ok(())
 }
 
@@ -48,6 +58,11 @@ fn validate_parent(
 ) -> Result<(), SettingsError> {
     if agent.subagents.is_empty() {
         return Ok(());
+    }
+    if agent.subagent_context.messages > MAX_CONTEXT_MESSAGES {
+        return Err(invalid(format!(
+            "agents.{name}.subagent_context.messages: at most {MAX_CONTEXT_MESSAGES}"
+        )));
     }
     if agent.max_parallel_subagents == 0
         || agent.max_subagent_depth == 0

@@ -92,6 +92,7 @@ mod shared_state;
 mod shutdown;
 mod slow_clients;
 mod subagent_approvals;
+mod subagent_briefing;
 mod subagents;
 mod telemetry;
 mod thread_list;

@@ -449,3 +449,93 @@ async fn a_grandchilds_approval_passes_up_through_its_parent_and_resumes_both() 
     });
     assert_eq!(resumed[result]["content"], "Flight and hotel done.");
 }
+
+#[tokio::test]
+async fn a_childs_question_and_approval_in_one_turn_are_answered_together() {
+    let service = ToolService::start().await;
+    let app = spawn_app(|s| {
+        hotels_that_book(s, &service, json!({}));
+        let room = json!({
+            "name": "choose_room", "description": "Asks which room.", "kind": "input",
+            "response_schema": {"type": "object", "properties": {"room": {"enum": ["A", "B"]}}, "required": ["room"]},
+        });
+        let hotels = s.agents.get_mut("hotels").unwrap();
+        hotels.tools.push(serde_json::from_value(room).unwrap());
+    })
+    .await;
+    app.fake.push(Reply::Sse(chunks::tool_calls(
+        &[("call_1", "hotels", &task("Book a room at the Grand"))],
+        false,
+    )));
+    app.fake.push(Reply::Sse(chunks::tool_calls(
+        &[
+            ("c1", "choose_room", r#"{"question":"Which room?"}"#),
+            ("c2", "book_hotel", BOOKING),
+        ],
+        false,
+    )));
+    let sent = vec![user("A room at the Grand")];
+    let events = app
+        .run_events("/planner", &with_run(input(sent.clone()), "r1"))
+        .await;
+    assert_well_formed(&events);
+    let subagent = started(&events, "hotels")["subagentRunId"].clone();
+    let asked = interrupts(&events);
+    assert_eq!(asked.len(), 2, "{asked:?}");
+    let question = asked
+        .iter()
+        .find(|i| i["reason"] == "input_required")
+        .unwrap();
+    let approval = asked.iter().find(|i| i["reason"] == "tool_call").unwrap();
+    for interrupt in [question, approval] {
+        assert_eq!(interrupt["subagentRunId"], subagent);
+    }
+    assert_eq!(
+        question["responseSchema"]["required"],
+        json!(["room"]),
+        "{question}"
+    );
+    assert_eq!(
+        of_type(&events, "SUBAGENT_FINISHED")[0]["outcome"]["interruptIds"],
+        json!([asked[0]["id"], asked[1]["id"]])
+    );
+    let history = client_history(&sent, &events);
+
+    // One answer alone is refused: the child asked both at once.
+    let mut partial = with_run(input(history.clone()), "r2");
+    partial["resume"] = json!([resolved(
+        approval["id"].as_str().unwrap(),
+        json!({"approved": true})
+    )]);
+    let refused = app.run_events("/planner", &partial).await;
+    assert_eq!(
+        last(&refused)["code"],
+        "interrupt_unanswered",
+        "{refused:?}"
+    );
+    assert_eq!(service.total(), 0);
+
+    script_resumed(&app, "Room A at the Grand is booked.", "Done.");
+    let mut both = with_run(input(history), "r3");
+    both["resume"] = json!([
+        resolved(question["id"].as_str().unwrap(), json!({"room": "A"})),
+        resolved(approval["id"].as_str().unwrap(), json!({"approved": true})),
+    ]);
+    let resumed = app.run_events("/planner", &both).await;
+    assert_well_formed(&resumed);
+    assert_success(&resumed);
+    assert_eq!(service.total(), 1);
+    let child = &app.upstream_bodies()[2];
+    let answers: Vec<&Value> = child["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["role"] == "tool")
+        .collect();
+    assert_eq!(answers.len(), 2);
+    assert_eq!(answers[0]["tool_call_id"], "c1");
+    assert_eq!(
+        serde_json::from_str::<Value>(answers[0]["content"].as_str().unwrap()).unwrap(),
+        json!({"room": "A"})
+    );
+}

@@ -595,7 +595,7 @@ async fn capabilities_report_the_subagents() {
     assert_eq!(child["multiAgent"]["supported"], false);
 }
 
-async fn refused(configure: impl FnOnce(&mut Settings)) -> String {
+pub(crate) async fn refused(configure: impl FnOnce(&mut Settings)) -> String {
     let fake = FakeLlm::start().await;
     let mut settings = test_settings(&fake);
     configure(&mut settings);

@@ -63,7 +63,12 @@ impl Agent for SubagentView {
     fn run(&self, request: RunRequest) -> Result<AgentStream, AgentError> {
         let visibility = self.visibility.for_client(request.version);
         let run_id = request.run_id.clone();
-        let inner = self.inner.run(request)?;
+        // What the children are shown of this run, held while it lasts (dropped with the
+        // mapper).
+        self.runs.note_parent(&request);
+        let inner = self.inner.run(request).inspect_err(|_| {
+            self.runs.forget_parent(&run_id);
+        })?;
         Ok(map_updates(
             inner,
             ViewMapper {
@@ -103,6 +108,7 @@ impl Drop for ViewMapper {
     /// A run that ends (or is dropped) leaves nothing behind it.
     fn drop(&mut self) {
         self.runs.take_usage(&self.run_id);
+        self.runs.forget_parent(&self.run_id);
     }
 }
 

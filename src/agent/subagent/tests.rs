@@ -43,8 +43,10 @@ async fn a_child_streams_attributed_and_answers_with_its_last_message() {
         "flights",
         Some("Finds flights"),
         Arc::new(child.clone()),
-        SubagentRuns::new(2),
-    );
+        SubagentRuns::new(2, Default::default()),
+        None,
+    )
+    .unwrap();
     let (tx, mut rx) = tokio::sync::mpsc::channel(64);
     let output = tool
         .call(json!({"task": "Paris to Rome"}), context(tx))
@@ -98,7 +100,8 @@ async fn a_failing_child_is_an_error_result_after_its_error_event() {
             .boxed())
         }
     }
-    let tool = SubagentTool::new("flights", None, Arc::new(Failing), SubagentRuns::new(2));
+    let runs = SubagentRuns::new(2, Default::default());
+    let tool = SubagentTool::new("flights", None, Arc::new(Failing), runs, None).unwrap();
     let (tx, mut rx) = tokio::sync::mpsc::channel(64);
     let error = tool
         .call(json!({"task": "x"}), context(tx))
@@ -125,7 +128,7 @@ async fn a_failing_child_is_an_error_result_after_its_error_event() {
 
 #[test]
 fn the_fan_out_limit_counts_per_run_and_frees_on_drop() {
-    let runs = SubagentRuns::new(1);
+    let runs = SubagentRuns::new(1, Default::default());
     let first = runs.enter("r").expect("a slot");
     assert!(runs.enter("r").is_none());
     assert!(runs.enter("other").is_some());

@@ -40,7 +40,7 @@ fn script() -> Vec<AgentUpdate> {
 }
 
 async fn shown(visibility: SubagentVisibility, version: ProtocolVersion) -> Vec<EventBody> {
-    let runs = crate::agent::subagent::SubagentRuns::new(4);
+    let runs = crate::agent::subagent::SubagentRuns::new(4, Default::default());
     let view = SubagentView::new(Arc::new(ScriptedAgent::new(script())), visibility, runs);
     let mut req = request(None);
     req.version = version;
@@ -132,7 +132,7 @@ async fn a_cut_off_child_is_closed_whole_before_the_result() {
         tagged(EventBody::text_end("m4"), "sb"),
         EventBody::tool_call_result("t1", "c1", "timed out".to_owned()).into(),
     ];
-    let runs = crate::agent::subagent::SubagentRuns::new(4);
+    let runs = crate::agent::subagent::SubagentRuns::new(4, Default::default());
     let view = SubagentView::new(
         Arc::new(ScriptedAgent::new(script)),
         SubagentVisibility::Attributed,

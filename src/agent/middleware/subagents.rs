@@ -16,6 +16,10 @@
 //!
 //! A child whose call ended without its end (its timeout dropped it) is closed here, before the
 //! call's result, as clients require of an open subagent.
+//!
+//! A child that stopped to ask a person ends `suspended`; `inline` shows it `waiting`. A client
+//! not shown subagents (`inline`, `hidden`) is asked their questions as the parent's call's: the
+//! questions lose their subagent run ids and the child's call id on their way up.
 
 use std::collections::HashMap;
 use std::sync::Arc;

@@ -55,6 +55,9 @@ pub struct ForwardedQuestion {
     pub subagent_run_ids: Vec<String>,
     /// The direct child's agent name.
     pub agent: String,
+    /// When the subagent's own question expires (ISO 8601, UTC), if it does: the question
+    /// cannot be answered after it, whatever its parent's id says.
+    pub expires_at: Option<String>,
 }
 
 /// The user's answers, for the call's retry.

@@ -200,9 +200,23 @@ async fn a_childs_approval_interrupts_the_run_and_the_answer_resumes_the_child_o
 #[tokio::test]
 async fn a_rejected_childs_approval_runs_nothing_and_the_child_hears_it() {
     let service = ToolService::start().await;
-    let app = spawn_app(|s| hotels_that_book(s, &service, json!({}))).await;
+    let app = spawn_app(|s| {
+        hotels_that_book(s, &service, json!({}));
+        // The child's questions expire sooner than the parent's would.
+        s.agents.get_mut("hotels").unwrap().approval.ttl_secs = 600;
+    })
+    .await;
     let sent = vec![user("Find me a hotel in Rome")];
     let (events, interrupt, subagent) = asked(&app, &sent).await;
+    let expires = unix_seconds(interrupt["expiresAt"].as_str().unwrap());
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs() as i64;
+    assert!(
+        (now + 500..now + 700).contains(&expires),
+        "the child's expiry is shown: {interrupt}"
+    );
     let history = client_history(&sent, &events);
     script_resumed(&app, "I did not book it.", "Nothing was booked.");
     let id = interrupt["id"].as_str().unwrap();
@@ -330,6 +344,20 @@ async fn inline_a_childs_approval_is_asked_as_the_parents_call_for_both_generati
     assert_well_formed(&next);
     assert_eq!(last(&next)["type"], "RUN_FINISHED");
     assert_eq!(service.total(), 2);
+}
+
+/// Unix seconds of an ISO 8601 UTC time (`2026-12-05T14:40:00Z`).
+fn unix_seconds(iso: &str) -> i64 {
+    let part = |range: std::ops::Range<usize>| iso[range].parse::<i64>().unwrap();
+    let (year, month, day) = (part(0..4), part(5..7), part(8..10));
+    // Days from the civil date (March-based years, as the proleptic Gregorian calendar).
+    let year = if month <= 2 { year - 1 } else { year };
+    let era = year.div_euclid(400);
+    let year_of_era = year - era * 400;
+    let day_of_year = (153 * ((month + 9) % 12) + 2) / 5 + day - 1;
+    let day_of_era = year_of_era * 365 + year_of_era / 4 - year_of_era / 100 + day_of_year;
+    let days = era * 146_097 + day_of_era - 719_468;
+    days * 86_400 + part(11..13) * 3_600 + part(14..16) * 60 + part(17..19)
 }
 
 const SHARED_KEY: &str = "an-approval-key-both-replicas-share-of-40-chars";

@@ -23,7 +23,8 @@ async fn a_child_sees_the_parents_latest_messages_and_context_only_when_shared()
             false,
         )));
         app.fake.push(Reply::Sse(chunks::text_reply(&["AF12."])));
-        app.fake.push(Reply::Sse(chunks::text_reply(&["Take AF12."])));
+        app.fake
+            .push(Reply::Sse(chunks::text_reply(&["Take AF12."])));
         let mut body = input(vec![
             user("I live in Paris"),
             assistant("Noted: Paris."),
@@ -34,10 +35,17 @@ async fn a_child_sees_the_parents_latest_messages_and_context_only_when_shared()
         assert_well_formed(&events);
         let child = &app.upstream_bodies()[1];
         let prompt = system_prompt(child);
-        assert_eq!(roles(child), ["system", "user"], "the task stays the one message");
+        assert_eq!(
+            roles(child),
+            ["system", "user"],
+            "the task stays the one message"
+        );
         assert_eq!(prompt.contains("Noted: Paris."), shown, "{prompt}");
         assert_eq!(prompt.contains("Find me a flight"), shown, "{prompt}");
-        assert!(!prompt.contains("I live in Paris"), "only the latest two: {prompt}");
+        assert!(
+            !prompt.contains("I live in Paris"),
+            "only the latest two: {prompt}"
+        );
         assert_eq!(prompt.contains("aisle"), shown, "{prompt}");
         // A parent's message cannot close the quote around it.
         assert!(prompt.matches("</conversation>").count() <= 1, "{prompt}");
@@ -68,7 +76,8 @@ async fn a_childs_answer_must_meet_its_schema_and_the_child_is_told_once() {
     app.fake.push(Reply::Sse(chunks::text_reply(&[
         "```json\n{\"flight\": \"AF12\", \"departs\": \"09:00\"}\n```",
     ])));
-    app.fake.push(Reply::Sse(chunks::text_reply(&["Take AF12."])));
+    app.fake
+        .push(Reply::Sse(chunks::text_reply(&["Take AF12."])));
     let events = app
         .run_events("/planner", &input(vec![user("To Rome")]))
         .await;

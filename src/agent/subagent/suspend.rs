@@ -240,6 +240,7 @@ fn forwarded(
             metadata: Some(metadata),
             subagent_run_ids,
             agent: agent.to_owned(),
+            expires_at: interrupt.expires_at.clone(),
         })),
     }
 }

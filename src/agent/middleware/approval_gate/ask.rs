@@ -233,7 +233,11 @@ impl GateMapper {
         Question {
             client_arguments,
             id: approval_id.to_string(),
-            expires_at: ApprovalSigner::expires_at(approval_id),
+            // The earlier of the two: the subagent refuses its own question once it expired.
+            expires_at: earliest(
+                ApprovalSigner::expires_at(approval_id),
+                forwarded.expires_at.clone(),
+            ),
             reason: if approval {
                 "tool_call"
             } else {
@@ -323,6 +327,14 @@ impl GateMapper {
         };
         arguments["carried"] = json!(URL_SAFE_NO_PAD.encode(data));
         (parsed.to_string(), arguments)
+    }
+}
+
+/// The earlier of two expiries (ISO 8601 UTC in one format, so they compare as text).
+fn earliest(a: Option<String>, b: Option<String>) -> Option<String> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
     }
 }
 

@@ -629,15 +629,20 @@ impl RunState {
         } = outcome;
         let ending = match &output {
             Ok(_) => Ending::Completed,
-            Err(ToolError::NeedsInput(_)) => Ending::InputRequired,
+            Err(ToolError::NeedsInput(_) | ToolError::AwaitsClient) => Ending::InputRequired,
             Err(_) => Ending::Failed,
         };
         self.end_activity(&call.id, ending);
-        if let Err(ToolError::NeedsInput(asked)) = output {
-            let arguments = parse_arguments(&call.arguments).unwrap_or(Value::Null);
-            let parent_message_id = parent_message_id.unwrap_or_else(|| new_id("msg"));
-            self.ask_the_client(call, arguments, parent_message_id, Some(asked));
-            return true;
+        match output {
+            Err(ToolError::NeedsInput(asked)) => {
+                let arguments = parse_arguments(&call.arguments).unwrap_or(Value::Null);
+                let parent_message_id = parent_message_id.unwrap_or_else(|| new_id("msg"));
+                self.ask_the_client(call, arguments, parent_message_id, Some(asked));
+                return true;
+            }
+            // Left open, as a client tool call is: the client's next run goes on with it.
+            Err(ToolError::AwaitsClient) => return true,
+            _ => {}
         }
         let mut output = output.and_then(|output| {
             state_rules::with_result_rules(&self.config.state_rules, &call.name, output)

@@ -109,6 +109,8 @@ pub struct RunRequest {
     /// once whatever the history says; `None` (no thread store, or no scope): the history
     /// alone decides, and a lost response can run a call again.
     pub decision_claims: Option<Arc<dyn DecisionClaims>>,
+    /// The run is a subagent's, run by its parent's call (not a client's request).
+    pub delegated: bool,
 }
 
 /// A person's decision on a tool call that waited for approval.
@@ -188,6 +190,7 @@ impl From<RunAgentInput> for RunRequest {
             decisions: Vec::new(),
             recorded_results: BTreeSet::new(),
             decision_claims: None,
+            delegated: false,
         }
     }
 }

@@ -19,7 +19,9 @@
 //! A child that stops to ask a person ends with `SUBAGENT_FINISHED` outcome `suspended`, and
 //! its call passes the questions up as its own (`suspend`): the parent's run ends with them as
 //! interrupts, and the answers call the tool again, which resumes the child under the same
-//! `subagentRunId`.
+//! `subagentRunId`. A child that called the client's tools ends suspended too, and its call
+//! waits for the client's next run (`client_calls`). What a child is told besides its task,
+//! and how an `answer_schema` holds its answer to a shape, is `briefing`.
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
@@ -42,6 +44,7 @@ use suspend::{Suspended, Transcript};
 use tracing::Instrument;
 
 mod briefing;
+mod client_calls;
 mod suspend;
 
 /// How much of a subagent's work a client sees (`subagent_visibility`).
@@ -80,6 +83,8 @@ impl SubagentVisibility {
 pub struct SubagentRuns {
     limit: usize,
     context: SubagentContext,
+    /// The children's names (their tools').
+    children: Arc<[String]>,
     shared: Arc<Mutex<Shared>>,
 }
 
@@ -99,18 +104,34 @@ impl SubagentRuns {
         SubagentRuns {
             limit,
             context,
+            children: Arc::new([]),
             shared: Arc::default(),
         }
     }
 
+    /// The children's names.
+    #[must_use]
+    pub fn with_children(mut self, children: &[String]) -> Self {
+        self.children = children.into();
+        self
+    }
+
     /// Takes what the children of the run `request` will be shown of it, when they are shown
-    /// anything; kept until [`forget_parent`](Self::forget_parent).
-    pub fn note_parent(&self, request: &RunRequest) {
-        if self.context.is_empty() {
+    /// anything; kept until [`forget_parent`](Self::forget_parent). `client_tools`: the client
+    /// is shown the children's work, so they may call its tools.
+    pub fn note_parent(&self, request: &RunRequest, client_tools: bool) {
+        let client_tools = client_tools && !request.tools.is_empty();
+        if self.context.is_empty() && !client_tools {
             return;
         }
-        let view = self.context.view(request);
+        let view = self.context.view(request, client_tools);
         self.lock().parents.insert(request.run_id.clone(), view);
+    }
+
+    /// The calls of `request` to children that waited for the client's tools, whose results it
+    /// now carries: each to run again (see `client_calls`).
+    pub fn resumptions(&self, request: &RunRequest) -> Vec<super::ToolDecision> {
+        client_calls::resumptions(request, &self.children)
     }
 
     pub fn forget_parent(&self, run_id: &str) {
@@ -252,7 +273,7 @@ impl SubagentTool {
             // Attributed: what the parent's client is shown is decided above the parent.
             version: ProtocolVersion::V1,
             messages,
-            tools: Vec::new(),
+            tools: parent.tools.clone(),
             context: parent.context.clone(),
             state: None,
             forwarded_props: None,
@@ -261,6 +282,7 @@ impl SubagentTool {
             decisions: Vec::new(),
             recorded_results: BTreeSet::new(),
             decision_claims: None,
+            delegated: true,
         }
     }
 
@@ -281,7 +303,7 @@ impl SubagentTool {
         });
         let subagent_run_id = match &resumed {
             Some((suspended, _)) => suspended.subagent_run_id.clone(),
-            None => new_id("sa"),
+            None => client_calls::new_run_id(&context.tool_call_id),
         };
         let mut out = Outlet {
             events: context.events.clone(),
@@ -311,7 +333,9 @@ impl SubagentTool {
             .await;
         match &drained {
             Ok(Ended::Answered { .. }) => genai::record_run_outcome(&span, "finished", false),
-            Ok(Ended::Asked(_)) => genai::record_run_outcome(&span, "interrupt", false),
+            Ok(Ended::Asked(_) | Ended::AwaitsClient) => {
+                genai::record_run_outcome(&span, "interrupt", false)
+            }
             Err(failure) => genai::record_run_outcome(&span, failure.code, true),
         }
         match drained {
@@ -326,6 +350,17 @@ impl SubagentTool {
                 }))
                 .await?;
                 Err(ToolError::NeedsInput(Box::new(asked)))
+            }
+            Ok(Ended::AwaitsClient) => {
+                out.send(EventBody::SubagentFinished(SubagentFinished {
+                    subagent_run_id,
+                    result: None,
+                    outcome: Some(SubagentOutcome::Suspended {
+                        interrupt_ids: None,
+                    }),
+                }))
+                .await?;
+                Err(ToolError::AwaitsClient)
             }
             Ok(Ended::Answered { answer, .. }) => {
                 out.send(EventBody::SubagentFinished(SubagentFinished {
@@ -440,9 +475,14 @@ impl SubagentTool {
             }
         }
         if interrupts.is_empty() {
+            let messages = transcript.into_messages();
+            // A call left open is the client's tool's: the client runs it.
+            if has_open_call(&messages) {
+                return Ok(Ended::AwaitsClient);
+            }
             return Ok(Ended::Answered {
                 answer: Value::String(answer.finish()),
-                messages: transcript.into_messages(),
+                messages,
             });
         }
         let asked = Suspended::ask(
@@ -507,6 +547,26 @@ enum Ended {
         messages: Vec<Message>,
     },
     Asked(crate::tools::InputRequired),
+    /// It called the client's tools.
+    AwaitsClient,
+}
+
+/// Whether a call in `messages` has no result.
+fn has_open_call(messages: &[Message]) -> bool {
+    let answered: std::collections::HashSet<&str> = messages
+        .iter()
+        .filter_map(|m| match m {
+            Message::Tool(tool) => Some(tool.tool_call_id.as_str()),
+            _ => None,
+        })
+        .collect();
+    messages.iter().any(|m| match m {
+        Message::Assistant(a) => a
+            .tool_calls
+            .iter()
+            .any(|c| !answered.contains(c.id.as_str())),
+        _ => false,
+    })
 }
 
 /// Why a child run failed, as the parent's client and model are told.

@@ -41,7 +41,8 @@ pub(super) fn tools(
     settings: &Settings,
     built: &BTreeMap<String, Arc<dyn Agent>>,
 ) -> Result<(Vec<Arc<dyn Tool>>, SubagentRuns), String> {
-    let runs = SubagentRuns::new(agent.max_parallel_subagents, agent.subagent_context);
+    let runs = SubagentRuns::new(agent.max_parallel_subagents, agent.subagent_context)
+        .with_children(&agent.subagents);
     let mut tools = Vec::new();
     for child in &agent.subagents {
         let (Some(settings), Some(built)) = (settings.agents.get(child), built.get(child)) else {

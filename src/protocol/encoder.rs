@@ -85,8 +85,15 @@ pub struct RunEncoder {
     /// Subagents started and not yet finished: each must end before `RUN_FINISHED`.
     open_subagents: Vec<String>,
     /// Tool calls started in this run that got no `TOOL_CALL_RESULT`, in call order: the
-    /// frontend calls left for the client (`pendingToolCallIds`).
-    unanswered_tool_calls: Vec<String>,
+    /// frontend calls left for the client (`pendingToolCallIds`), with the subagent each is
+    /// attributed to.
+    unanswered_tool_calls: Vec<(String, Option<String>)>,
+    /// Subagents that ended suspended, with the call that ran each: such a call waits for the
+    /// subagent (not the client's to answer), and the subagent's own open calls are the
+    /// client's.
+    suspended_subagents: Vec<(String, Option<String>)>,
+    /// The call that runs each subagent started, by subagent run id.
+    subagent_calls: Vec<(String, Option<String>)>,
     usage: Vec<TokenUsage>,
     interrupts: Vec<Interrupt>,
     /// Whether every event carries a `timestamp` (integer milliseconds).
@@ -112,6 +119,8 @@ impl RunEncoder {
             open_steps: Vec::new(),
             open_subagents: Vec::new(),
             unanswered_tool_calls: Vec::new(),
+            suspended_subagents: Vec::new(),
+            subagent_calls: Vec::new(),
             usage: Vec::new(),
             interrupts: Vec::new(),
             timestamps: true,
@@ -275,10 +284,21 @@ impl RunEncoder {
             | EventBody::Custom(_)
             | EventBody::ReasoningEncryptedValue(_) => Ok(Track::Write),
             EventBody::SubagentStarted(e) => {
+                self.subagent_calls
+                    .push((e.subagent_run_id.clone(), e.parent_tool_call_id.clone()));
                 open(&mut self.open_subagents, &e.subagent_run_id, "subagent")
                     .map(|()| Track::Write)
             }
             EventBody::SubagentFinished(e) => {
+                if matches!(e.outcome, Some(SubagentOutcome::Suspended { .. })) {
+                    let call = self
+                        .subagent_calls
+                        .iter()
+                        .find(|(id, _)| *id == e.subagent_run_id)
+                        .and_then(|(_, call)| call.clone());
+                    self.suspended_subagents
+                        .push((e.subagent_run_id.clone(), call));
+                }
                 close(&mut self.open_subagents, &e.subagent_run_id, "subagent")
                     .map(|()| Track::Write)
             }
@@ -302,10 +322,8 @@ impl RunEncoder {
                     ));
                 }
                 open(&mut self.open_tool_calls, &e.tool_call_id, "tool call")?;
-                // A subagent's calls are its own business: never the client's to answer.
-                if e.subagent_run_id.is_none() {
-                    self.unanswered_tool_calls.push(e.tool_call_id.clone());
-                }
+                self.unanswered_tool_calls
+                    .push((e.tool_call_id.clone(), e.subagent_run_id.clone()));
                 Ok(())
             }
             EventBody::ToolCallArgs(e) => {
@@ -316,7 +334,7 @@ impl RunEncoder {
             }
             EventBody::ToolCallResult(e) => {
                 self.unanswered_tool_calls
-                    .retain(|id| *id != e.tool_call_id);
+                    .retain(|(id, _)| *id != e.tool_call_id);
                 Ok(())
             }
             _ => Ok(()),
@@ -360,14 +378,36 @@ impl RunEncoder {
             })
         } else {
             match self.version {
-                ProtocolVersion::V1 => Some(RunOutcome::Success {
-                    pending_tool_call_ids: (!self.unanswered_tool_calls.is_empty())
-                        .then(|| self.unanswered_tool_calls.clone()),
-                }),
+                ProtocolVersion::V1 => {
+                    let pending = self.pending_tool_calls();
+                    Some(RunOutcome::Success {
+                        pending_tool_call_ids: (!pending.is_empty()).then_some(pending),
+                    })
+                }
                 ProtocolVersion::Legacy => None,
             }
         };
         self.write_finished(outcome, out)
+    }
+
+    /// The calls left for the client: the run's own unanswered calls, but for those waiting for
+    /// a suspended subagent, and a suspended subagent's unanswered calls (it called the
+    /// client's tools); any other subagent's calls are its own business.
+    fn pending_tool_calls(&self) -> Vec<String> {
+        let suspended = |owner: &str| self.suspended_subagents.iter().any(|(id, _)| id == owner);
+        let waits_for_subagent = |call: &str| {
+            self.suspended_subagents
+                .iter()
+                .any(|(_, parent)| parent.as_deref() == Some(call))
+        };
+        self.unanswered_tool_calls
+            .iter()
+            .filter(|(call, owner)| match owner {
+                Some(owner) => suspended(owner) && !waits_for_subagent(call),
+                None => !waits_for_subagent(call),
+            })
+            .map(|(call, _)| call.clone())
+            .collect()
     }
 
     /// Starts the run if nothing was written yet and closes everything still open: what must

@@ -252,6 +252,11 @@ pub enum ToolError {
     /// Not a failure: the call stopped to ask the user, and is called again with the answers.
     #[error("the tool is waiting for the user's input")]
     NeedsInput(Box<InputRequired>),
+    /// Not a failure: the call waits for the client to run tools of its own (a subagent that
+    /// called the client's tools); it has no result in this run, and a later run that carries
+    /// their results goes on with it.
+    #[error("the tool is waiting for the client's tools")]
+    AwaitsClient,
 }
 
 impl ToolError {
@@ -264,6 +269,7 @@ impl ToolError {
             ToolError::Panicked => "panicked",
             ToolError::Unknown(_) => "unknown_tool",
             ToolError::NeedsInput(_) => "input_required",
+            ToolError::AwaitsClient => "awaits_client",
         }
     }
 }

@@ -567,3 +567,113 @@ async fn a_childs_question_and_approval_in_one_turn_are_answered_together() {
         json!({"room": "A"})
     );
 }
+
+#[tokio::test]
+async fn a_child_calls_a_client_tool_and_the_clients_result_resumes_it_on_the_next_run() {
+    let app = spawn_app(|s| travel(s, json!({}))).await;
+    app.fake.push(Reply::Sse(chunks::tool_calls(
+        &[("call_1", "flights", &task("Show Rome on the map"))],
+        false,
+    )));
+    app.fake.push(Reply::Sse(chunks::tool_calls(
+        &[
+            ("c1", "search_flights", "{}"),
+            ("c2", "show_map", r#"{"city":"Rome"}"#),
+        ],
+        false,
+    )));
+    let sent = vec![user("Where is Rome?")];
+    let mut body = with_run(input(sent.clone()), "r1");
+    body["tools"] = json!([client_tool("show_map")]);
+    let events = app.run_events("/planner", &body).await;
+    assert_well_formed(&events);
+    // The child was offered the client's tool, and its call waits for the client.
+    let child = &app.upstream_bodies()[1];
+    assert!(tool_names(child).contains(&"show_map"), "{child}");
+    let subagent = started(&events, "flights")["subagentRunId"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let call = format!("{subagent}.c2");
+    let start = position(&events, |e| {
+        e["type"] == "TOOL_CALL_START" && e["toolCallId"] == call.as_str()
+    });
+    assert_eq!(events[start]["subagentRunId"], subagent.as_str());
+    assert_eq!(
+        the(&events, "SUBAGENT_FINISHED")["outcome"],
+        json!({"type": "suspended"})
+    );
+    // The client is told to run the child's call; the parent's call waits for the child.
+    assert_eq!(
+        last(&events)["outcome"],
+        json!({"type": "success", "pendingToolCallIds": [call]})
+    );
+    assert!(!events
+        .iter()
+        .any(|e| e["type"] == "TOOL_CALL_RESULT" && e["toolCallId"] == "call_1"));
+
+    // Run 2: the client ran its tool; the child goes on under its run id.
+    let mut history = client_history(&sent, &events);
+    history.push(tool_result(&call, "The map shows Rome."));
+    app.fake
+        .push(Reply::Sse(chunks::text_reply(&["Rome is on the map."])));
+    app.fake
+        .push(Reply::Sse(chunks::text_reply(&["There it is."])));
+    let mut body = with_run(input(history.clone()), "r2");
+    body["tools"] = json!([client_tool("show_map")]);
+    let resumed = app.run_events("/planner", &body).await;
+    assert_well_formed(&resumed);
+    assert_success(&resumed);
+    assert_eq!(
+        started(&resumed, "flights")["subagentRunId"],
+        subagent.as_str()
+    );
+    let child = &app.upstream_bodies()[2];
+    assert_eq!(
+        roles(child),
+        ["system", "user", "assistant", "tool", "tool"],
+        "{child}"
+    );
+    assert_tool_calls_answered(child);
+    let result = position(&resumed, |e| {
+        e["type"] == "TOOL_CALL_RESULT" && e["toolCallId"] == "call_1"
+    });
+    assert_eq!(resumed[result]["content"], "Rome is on the map.");
+    assert_eq!(last_text(&resumed), "There it is.");
+
+    // Run 3: the user goes on; the child is not run again.
+    let mut history = client_history(&history, &resumed);
+    history.push(user("Thanks"));
+    app.fake.push(Reply::Sse(chunks::text_reply(&["Bye."])));
+    let next = app
+        .run_events("/planner", &with_run(input(history), "r3"))
+        .await;
+    assert_success(&next);
+    assert!(!next.iter().any(|e| e["type"] == "SUBAGENT_STARTED"));
+    assert_eq!(app.upstream_bodies().len(), 5);
+}
+
+#[tokio::test]
+async fn a_child_is_offered_no_client_tools_when_the_client_does_not_see_its_calls() {
+    let app = spawn_app(|s| travel(s, json!({"subagent_visibility": "inline"}))).await;
+    app.fake.push(Reply::Sse(chunks::tool_calls(
+        &[("call_1", "flights", &task("Rome"))],
+        false,
+    )));
+    app.fake.push(Reply::Sse(chunks::text_reply(&["AF12."])));
+    app.fake
+        .push(Reply::Sse(chunks::text_reply(&["Take AF12."])));
+    let mut body = input(vec![user("Rome?")]);
+    body["tools"] = json!([client_tool("show_map")]);
+    let events = app.run_events("/planner", &body).await;
+    assert_success(&events);
+    let child = &app.upstream_bodies()[1];
+    assert!(!tool_names(child).contains(&"show_map"), "{child}");
+}
+
+fn last_text(events: &[Value]) -> String {
+    texts(events)
+        .last()
+        .map(|(_, t)| t.clone())
+        .unwrap_or_default()
+}

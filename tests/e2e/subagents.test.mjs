@@ -80,6 +80,51 @@ for (const client of CLIENTS) {
   });
 }
 
+const SHOW_MAP = {
+  name: "show_map",
+  description: "Shows a city on the page's map.",
+  parameters: { type: "object", properties: { city: { type: "string" } } },
+};
+
+test("[1.0.0] a child calls the page's tool; the page's result resumes the child on the next run", { timeout: TIMEOUT }, async () => {
+  const client = CLIENTS.find((c) => c.protocol10);
+  const key = "subagent-client-tool";
+  const childKey = "flights-map-task";
+  env.fake.script(
+    key,
+    toolTurn([{ id: "call_1", name: "flights", arguments: { task: `${childKey}: show Rome` } }]),
+    textTurn("There ", "it is."),
+  );
+  env.fake.script(
+    childKey,
+    toolTurn([{ id: "call_1", name: "show_map", arguments: { city: "Rome" } }]),
+    textTurn("Rome is ", "on the map."),
+  );
+  const agent = newAgent(client, `${env.server.url}/planner`, { prompt: `${key}: where is Rome?` });
+
+  // Run 1: the child's call is the page's to run, attributed to the child.
+  const first = await run(agent, { tools: [SHOW_MAP] });
+  const [started] = ofType(first.events, "SUBAGENT_STARTED");
+  const callId = `${started.subagentRunId}.call_1`;
+  const finished = ofType(first.events, "RUN_FINISHED")[0];
+  assert.deepEqual(finished.pendingToolCallIds ?? finished.outcome?.pendingToolCallIds, [callId], JSON.stringify(finished));
+  const call = agent.messages.flatMap((m) => m.toolCalls ?? []).find((c) => c.id === callId);
+  assert.ok(call, JSON.stringify(agent.messages, null, 1));
+  assert.equal(call.function.name, "show_map");
+  assert.deepEqual(ofType(first.events, "SUBAGENT_FINISHED")[0].outcome, { type: "suspended" });
+
+  // Run 2: the page ran it; the child goes on, then the parent.
+  agent.addMessage({ id: "map-result", role: "tool", toolCallId: callId, content: "The map shows Rome." });
+  const second = await run(agent, { tools: [SHOW_MAP] });
+  assert.equal(ofType(second.events, "SUBAGENT_STARTED")[0].subagentRunId, started.subagentRunId);
+  const result = agent.messages.find((m) => m.role === "tool" && m.toolCallId === "call_1");
+  assert.equal(result?.content, "Rome is on the map.", JSON.stringify(agent.messages, null, 1));
+  assert.equal(agent.messages.at(-1).content, "There it is.");
+  const childRequests = env.fake.requests(childKey);
+  assert.equal(childRequests.length, 2);
+  assert.deepEqual(childRequests[1].messages.filter((m) => m.role !== "system").map((m) => m.role), ["user", "assistant", "tool"]);
+});
+
 const replicas = {};
 before(async () => {
   replicas.redis = await startRedis();

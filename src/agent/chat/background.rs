@@ -252,7 +252,7 @@ struct HistoryTasks {
 fn task_outcome(output: Result<ToolOutput, ToolError>) -> Result<String, String> {
     match output {
         Ok(output) => Ok(tools::result_text(&output.content)),
-        Err(ToolError::NeedsInput(_)) => {
+        Err(ToolError::NeedsInput(_) | ToolError::AwaitsClient) => {
             Err("the tool asked for the user's input, which a background call cannot do".into())
         }
         Err(error) => Err(error.to_string()),

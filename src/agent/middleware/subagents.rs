@@ -64,12 +64,17 @@ impl SubagentView {
 }
 
 impl Agent for SubagentView {
-    fn run(&self, request: RunRequest) -> Result<AgentStream, AgentError> {
+    fn run(&self, mut request: RunRequest) -> Result<AgentStream, AgentError> {
         let visibility = self.visibility.for_client(request.version);
         let run_id = request.run_id.clone();
+        // Children that waited for the client's tools go on when their results are here.
+        let resumed = self.runs.resumptions(&request);
+        request.decisions.extend(resumed);
         // What the children are shown of this run, held while it lasts (dropped with the
-        // mapper).
-        self.runs.note_parent(&request);
+        // mapper). The client's tools only when it sees the children's calls, to run them,
+        // and to direct children only: a run's answers reach only its own children.
+        let client_tools = visibility == SubagentVisibility::Attributed && !request.delegated;
+        self.runs.note_parent(&request, client_tools);
         let inner = self.inner.run(request).inspect_err(|_| {
             self.runs.forget_parent(&run_id);
         })?;

@@ -34,6 +34,8 @@ pub(super) struct ParentView {
     /// A prompt section quoting the parent's latest messages.
     pub(super) section: Option<String>,
     pub(super) context: Vec<Context>,
+    /// The client's tools, offered to the children when the client is shown their work.
+    pub(super) tools: Vec<crate::protocol::Tool>,
 }
 
 impl SubagentContext {
@@ -41,8 +43,9 @@ impl SubagentContext {
         self.messages == 0 && !self.client_context
     }
 
-    /// What children of the run `request` are shown of it.
-    pub(super) fn view(self, request: &RunRequest) -> Arc<ParentView> {
+    /// What children of the run `request` are shown of it; `client_tools`: they are offered the
+    /// client's tools.
+    pub(super) fn view(self, request: &RunRequest, client_tools: bool) -> Arc<ParentView> {
         let mut quoted: Vec<Value> = request
             .messages
             .iter()
@@ -75,7 +78,15 @@ impl SubagentContext {
             true => request.context.clone(),
             false => Vec::new(),
         };
-        Arc::new(ParentView { section, context })
+        let tools = match client_tools {
+            true => request.tools.clone(),
+            false => Vec::new(),
+        };
+        Arc::new(ParentView {
+            section,
+            context,
+            tools,
+        })
     }
 }
 
@@ -165,7 +176,7 @@ mod tests {
             messages: 2,
             client_context: false,
         }
-        .view(&request);
+        .view(&request, false);
         let section = view.section.as_deref().unwrap();
         assert!(!section.contains("first"), "only the latest two");
         assert_eq!(section.matches("</conversation>").count(), 1, "{section}");
@@ -175,7 +186,7 @@ mod tests {
             messages: 0,
             client_context: true,
         }
-        .view(&request);
+        .view(&request, false);
         assert!(view.section.is_none());
         assert_eq!(view.context[0].value, "Rome");
     }

@@ -102,6 +102,15 @@ impl Suspended {
         }
     }
 
+    /// A child waiting for the client's tools, whose results `messages` now holds.
+    pub(super) fn waiting(subagent_run_id: String, messages: Vec<Message>) -> Suspended {
+        Suspended {
+            subagent_run_id,
+            interrupts: Vec::new(),
+            messages,
+        }
+    }
+
     /// The suspension an answer's state carries; `None` when it is not one (never, for a state
     /// the gate verified: the server wrote it).
     pub(super) fn read(answers: &InputAnswers) -> Option<Suspended> {

@@ -490,3 +490,58 @@ fn an_open_subagent_is_closed_before_the_run_finishes() {
     twice.push(started.clone(), &mut out).unwrap();
     assert!(twice.push(started, &mut out).is_err());
 }
+
+#[test]
+fn a_suspended_subagents_open_calls_are_the_clients_and_its_parent_call_waits_for_it() {
+    let mut enc = encoder(ProtocolVersion::V1);
+    let mut out = Vec::new();
+    let subagent = |id: &str, call: &str| {
+        EventBody::SubagentStarted(SubagentStarted {
+            subagent_run_id: id.into(),
+            name: "flights".into(),
+            description: None,
+            parent_subagent_run_id: None,
+            parent_tool_call_id: Some(call.into()),
+            parent_message_id: None,
+        })
+    };
+    let finished = |id: &str, outcome| {
+        EventBody::SubagentFinished(SubagentFinished {
+            subagent_run_id: id.into(),
+            result: None,
+            outcome: Some(outcome),
+        })
+    };
+    let attributed = |mut body: EventBody, id: &str| {
+        body.attribute_to(id);
+        body
+    };
+    for body in [
+        tool_start("c0", "m0"),
+        EventBody::tool_call_end("c0".to_owned()),
+        tool_start("c9", "m0"),
+        EventBody::tool_call_end("c9".to_owned()),
+        subagent("sa", "c0"),
+        attributed(tool_start("sa.c1", "m1"), "sa"),
+        attributed(EventBody::tool_call_end("sa.c1".to_owned()), "sa"),
+        finished(
+            "sa",
+            SubagentOutcome::Suspended {
+                interrupt_ids: None,
+            },
+        ),
+        // A subagent that finished leaves nothing for the client, whatever it left open.
+        subagent("sb", "c9"),
+        attributed(tool_start("sb.c1", "m2"), "sb"),
+        attributed(EventBody::tool_call_end("sb.c1".to_owned()), "sb"),
+        finished("sb", SubagentOutcome::Success),
+    ] {
+        enc.push(body, &mut out).unwrap();
+    }
+    enc.finish(&mut out).unwrap();
+    let events = frames(&out);
+    assert_eq!(
+        events.last().unwrap()["outcome"],
+        json!({"type": "success", "pendingToolCallIds": ["c9", "sa.c1"]})
+    );
+}

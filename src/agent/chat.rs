@@ -27,7 +27,7 @@ use tracing::Instrument;
 use super::approval::ApprovalPolicies;
 use super::config::{ToolNameClash, ToolStateRule, ToolStateSource};
 use super::history::{insert_tool_result, to_chat_messages};
-use super::state_view::apply_update;
+use super::state_view::{apply_update, follow_event};
 use super::trace::{self, ModelCallTrace};
 use super::{
     new_id, Agent, AgentError, AgentStream, AgentUpdate, ApprovalRequest, DecisionOutcome,
@@ -296,6 +296,7 @@ impl RunState {
                     }
                     // Before the calls' results: a tool's events come before its result.
                     Some(event) = next_tool_event(self.tool_events.as_mut()) => {
+                        follow_event(&mut self.state, &event);
                         self.queue.push(AgentUpdate::Event(event));
                         self.phase = Phase::RunningTools { running, then_stop };
                     }
@@ -305,6 +306,7 @@ impl RunState {
                             // the channel, and goes before its result.
                             if let Some(channel) = self.tool_events.as_mut() {
                                 while let Ok(event) = channel.receiver.try_recv() {
+                                    follow_event(&mut self.state, &event);
                                     self.queue.push(AgentUpdate::Event(event));
                                 }
                             }

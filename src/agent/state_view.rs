@@ -73,6 +73,19 @@ fn apply_into(
     Ok(())
 }
 
+/// Brings `state` along with a state event a tool put on the stream itself (a subagent's
+/// changes under its key), so that later updates and calls start from what the client holds.
+/// One that does not apply leaves it as it is, as it leaves the client's.
+pub(super) fn follow_event(state: &mut Value, event: &EventBody) {
+    match event {
+        EventBody::StateDelta(delta) => {
+            let _ = crate::state::patch::apply(state, &delta.delta);
+        }
+        EventBody::StateSnapshot(snapshot) => snapshot.snapshot.clone_into(state),
+        _ => {}
+    }
+}
+
 /// An `add` of the top-level member `key` (RFC 6901-escaped by `jsonptr`): it creates or
 /// replaces that member and leaves every other key of an object state alone.
 pub fn add_member(key: &str, value: Value) -> PatchOperation {

@@ -184,7 +184,7 @@ pub struct SubagentTool {
     /// The child's `answer_schema`: its answer must be JSON of this shape.
     answer: Option<AnswerSchema>,
     /// The key of the parent's state that holds the child's ([`state`]).
-    state_key: String,
+    state: state::StateKey,
 }
 
 impl std::fmt::Debug for SubagentTool {
@@ -222,7 +222,7 @@ impl SubagentTool {
             child,
             runs,
             answer,
-            state_key: name.to_owned(),
+            state: state::StateKey::new(name),
         })
     }
 
@@ -259,7 +259,7 @@ impl SubagentTool {
             messages,
             tools: Vec::new(),
             context: parent.context.clone(),
-            state: state::input(&self.state_key, context.state.as_ref()),
+            state: self.state.input(context),
             forwarded_props: None,
             resume,
             prompt_sections,
@@ -292,7 +292,7 @@ impl SubagentTool {
             events: context.events.clone(),
             subagent_run_id: subagent_run_id.clone(),
             open: Vec::new(),
-            state: state::ChildState::new(&self.state_key, context.state.as_ref()),
+            state: self.state.call(&context, &subagent_run_id),
         };
         out.send(EventBody::SubagentStarted(SubagentStarted {
             subagent_run_id: subagent_run_id.clone(),

@@ -8,8 +8,9 @@
 //! snapshot as its value. A child's `STATE_DELTA` has every operation's `path` (and `from`)
 //! moved under the key. The child's state is tracked here as the client will hold it, so that
 //! the first state event of a call can `add` the whole of it: the client may not have the key
-//! yet, and a delta under a missing key would not apply. Deltas that do not apply to the
-//! tracked state are dropped, as the client would refuse them.
+//! yet, and a delta under a missing key would not apply (so too after another call of the same
+//! child wrote the key: [`StateKey`]). Deltas that do not apply to the tracked state are
+//! dropped, as the client would refuse them.
 //!
 //! A grandchild's state events, already moved under its key of the child's state, are the
 //! child's state too, and are moved again like the child's own.

@@ -438,3 +438,21 @@ async fn state_keys_that_clash_are_refused_at_start_up() {
         "{error}"
     );
 }
+
+#[tokio::test]
+async fn capabilities_say_a_parent_whose_child_writes_state_sends_deltas() {
+    let app = spawn_app(|s| {
+        travel(s, json!({}));
+        s.agents.insert(
+            "lone".into(),
+            agent(json!({"instructions": "Alone.", "subagents": ["quiet"]})),
+        );
+        s.agents
+            .insert("quiet".into(), agent(json!({"instructions": "Quiet."})));
+    })
+    .await;
+    let planner: Value = app.get("/planner/capabilities").await.json().await.unwrap();
+    assert_eq!(planner["state"]["deltas"], true, "{planner}");
+    let lone: Value = app.get("/lone/capabilities").await.json().await.unwrap();
+    assert_eq!(lone["state"]["deltas"], false, "{lone}");
+}

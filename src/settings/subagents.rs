@@ -58,7 +58,8 @@ fn validate_parent(
     agents: &BTreeMap<String, AgentSettings>,
 ) -> Result<(), SettingsError> {
     if agent.subagents.is_empty() {
-        return Ok(());
+        // Only a `subagent_state` naming no subagent to refuse.
+        return validate_state_keys(name, agent);
     }
     if agent.subagent_context.messages > MAX_CONTEXT_MESSAGES {
         return Err(invalid(format!(

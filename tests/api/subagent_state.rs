@@ -424,6 +424,16 @@ async fn state_keys_that_clash_are_refused_at_start_up() {
 
     let error = refused(|s| travel(s, json!({"subagent_state": {"trains": "t"}}))).await;
     assert!(error.contains("not one of its subagents"), "{error}");
+    let error = refused(|s| {
+        travel(s, json!({}));
+        s.agents.get_mut("hotels").unwrap().subagent_state =
+            [("flights".to_owned(), "f".to_owned())].into();
+    })
+    .await;
+    assert!(
+        error.contains("agents.hotels.subagent_state `flights`"),
+        "{error}"
+    );
 
     let error = refused(|s| {
         travel(

@@ -27,7 +27,7 @@ use tracing::Instrument;
 use super::approval::ApprovalPolicies;
 use super::config::{ToolNameClash, ToolStateRule, ToolStateSource};
 use super::history::{insert_tool_result, to_chat_messages};
-use super::state_view::{apply_update, follow_event};
+use super::state_view::{apply_update, follow_event, keeping_keys};
 use super::trace::{self, ModelCallTrace};
 use super::{
     new_id, Agent, AgentError, AgentStream, AgentUpdate, ApprovalRequest, DecisionOutcome,
@@ -53,6 +53,9 @@ pub struct ChatAgentConfig {
     pub tool_name_clash: ToolNameClash,
     /// Tools whose arguments or results update the shared state.
     pub state_rules: Vec<ToolStateRule>,
+    /// The keys of the state its subagents' states live under: a whole-state snapshot of one
+    /// of its own tools keeps them.
+    pub subagent_state_keys: Vec<String>,
     /// Which server tool calls wait for a person.
     pub approvals: ApprovalPolicies,
     /// The tool result the model sees for a declined call.
@@ -648,6 +651,8 @@ impl RunState {
         let mut state_events = Vec::new();
         let content = match output {
             Ok(ToolOutput { content, state, .. }) => {
+                let keys = &self.config.subagent_state_keys;
+                let state = state.map(|update| keeping_keys(update, &self.state, keys));
                 match state.map(|update| apply_update(&mut self.state, update)) {
                     Some(Err(problem)) => Err(ToolError::Failed(format!(
                         "the tool's state update was not applied: {problem}"

@@ -466,3 +466,37 @@ async fn capabilities_say_a_parent_whose_child_writes_state_sends_deltas() {
     let lone: Value = app.get("/lone/capabilities").await.json().await.unwrap();
     assert_eq!(lone["state"]["deltas"], false, "{lone}");
 }
+
+#[tokio::test]
+async fn a_whole_state_snapshot_of_the_parents_own_keeps_the_childs_key() {
+    let app = spawn_app(|s| {
+        let reset = json!({
+            "name": "reset", "description": "Starts the trip over.", "kind": "static",
+            "parameters": {"type": "object", "properties": {}},
+            "result": "Reset.", "state": {"snapshot": {"budget": 0}},
+        });
+        travel(s, json!({"tools": [reset]}));
+    })
+    .await;
+    app.fake.push(Reply::Sse(chunks::tool_calls(
+        &[("call_1", "flights", &task("Paris to Rome"))],
+        false,
+    )));
+    app.fake
+        .push_call_then_text(("call_1", "save_plan", &plan("AF12")), "Saved.");
+    app.fake
+        .push_call_then_text(("call_2", "reset", "{}"), "Budget reset.");
+
+    let initial = json!({"old": true});
+    let body = with_state(input(vec![user("Rome?")]), initial.clone());
+    let events = app.run_events("/planner", &body).await;
+    assert_well_formed(&events);
+    assert_eq!(
+        the(&events, "STATE_SNAPSHOT")["snapshot"],
+        json!({"budget": 0, "flights": {"plan": "AF12"}})
+    );
+    assert_eq!(
+        client_state(&initial, &events),
+        json!({"budget": 0, "flights": {"plan": "AF12"}})
+    );
+}

@@ -2,7 +2,8 @@
 //! the child's name). A child with a state tool writes its key, attributed for a 1.0 client and
 //! unattributed for a 0.x one or when hidden; a child's predictive state streams under its
 //! key; two children in parallel each write their own; the next run gives a child its key back;
-//! the parent's own writes keep the children's keys; and bad keys are refused at start-up.
+//! the parent's own writes keep the children's keys; a child that asks a person writes its key
+//! again after the answer resumes it; and bad keys are refused at start-up.
 //! Every state event must apply, in order, on top of the client's state.
 
 use agui_host::settings::{AgentSettings, ModelProfile, Settings};
@@ -499,4 +500,68 @@ async fn a_whole_state_snapshot_of_the_parents_own_keeps_the_childs_key() {
         client_state(&initial, &events),
         json!({"budget": 0, "flights": {"plan": "AF12"}})
     );
+}
+
+#[tokio::test]
+async fn a_child_resumed_after_its_approval_starts_from_its_key_and_writes_it() {
+    let app = spawn_app(|s| {
+        travel(s, json!({}));
+        let confirm = json!({
+            "name": "confirm_plan", "description": "Confirms the plan.", "kind": "state",
+            "key": "confirmed", "argument": "by", "approval": "always",
+            "parameters": {"type": "object", "properties": {"by": {"type": "string"}},
+                "required": ["by"]},
+        });
+        let flights = s.agents.get_mut("flights").unwrap();
+        flights.tools.push(agent_tool(confirm));
+    })
+    .await;
+    // Run 1: the child saves a draft, then asks before it confirms.
+    app.fake.push(Reply::Sse(chunks::tool_calls(
+        &[("call_1", "flights", &task("Plan and confirm Rome"))],
+        false,
+    )));
+    app.fake.push(Reply::Sse(chunks::tool_calls(
+        &[("c1", "save_plan", &plan("draft"))],
+        false,
+    )));
+    app.fake.push(Reply::Sse(chunks::tool_calls(
+        &[("c2", "confirm_plan", r#"{"by": "Ada"}"#)],
+        false,
+    )));
+    let sent = vec![user("Rome?")];
+    let mut body = input(sent.clone());
+    body["runId"] = json!("r1");
+    let first = app.run_events("/planner", &body).await;
+    assert_well_formed(&first);
+    let interrupt = crate::approvals::interrupts(&first)[0].clone();
+    let state = client_state(&json!({}), &first);
+    assert_eq!(state, json!({"flights": {"plan": "draft"}}));
+
+    // Run 2: approved, with the state the client holds; the child goes on from its key.
+    app.fake
+        .push(Reply::Sse(chunks::text_reply(&["Confirmed."])));
+    app.fake.push(Reply::Sse(chunks::text_reply(&["All set."])));
+    let history = crate::subagents::client_history(&sent, &first);
+    let mut body = with_state(input(history), state.clone());
+    body["runId"] = json!("r2");
+    body["resume"] = json!([crate::approvals::resolved(
+        interrupt["id"].as_str().unwrap(),
+        json!({"approved": true})
+    )]);
+    let second = app.run_events("/planner", &body).await;
+    assert_well_formed(&second);
+    crate::approvals::assert_success(&second);
+    let id = run_id_of(&second, "flights");
+    assert!(state_events(&second)
+        .iter()
+        .all(|e| e["subagentRunId"] == id));
+    assert_eq!(
+        client_state(&state, &second),
+        json!({"flights": {"plan": "draft", "confirmed": "Ada"}})
+    );
+}
+
+fn agent_tool(tool: Value) -> agui_host::settings::ToolSettings {
+    serde_json::from_value(tool).expect("tool settings")
 }

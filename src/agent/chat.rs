@@ -27,7 +27,7 @@ use tracing::Instrument;
 use super::approval::ApprovalPolicies;
 use super::config::{ToolNameClash, ToolStateRule, ToolStateSource};
 use super::history::{insert_tool_result, to_chat_messages};
-use super::state_view::apply_update;
+use super::state_view::{apply_update, follow_event, keeping_keys};
 use super::trace::{self, ModelCallTrace};
 use super::{
     new_id, Agent, AgentError, AgentStream, AgentUpdate, ApprovalRequest, DecisionOutcome,
@@ -53,6 +53,9 @@ pub struct ChatAgentConfig {
     pub tool_name_clash: ToolNameClash,
     /// Tools whose arguments or results update the shared state.
     pub state_rules: Vec<ToolStateRule>,
+    /// The keys of the state its subagents' states live under: a whole-state snapshot of one
+    /// of its own tools keeps them.
+    pub subagent_state_keys: Vec<String>,
     /// Which server tool calls wait for a person.
     pub approvals: ApprovalPolicies,
     /// The tool result the model sees for a declined call.
@@ -296,6 +299,7 @@ impl RunState {
                     }
                     // Before the calls' results: a tool's events come before its result.
                     Some(event) = next_tool_event(self.tool_events.as_mut()) => {
+                        follow_event(&mut self.state, &event);
                         self.queue.push(AgentUpdate::Event(event));
                         self.phase = Phase::RunningTools { running, then_stop };
                     }
@@ -305,6 +309,7 @@ impl RunState {
                             // the channel, and goes before its result.
                             if let Some(channel) = self.tool_events.as_mut() {
                                 while let Ok(event) = channel.receiver.try_recv() {
+                                    follow_event(&mut self.state, &event);
                                     self.queue.push(AgentUpdate::Event(event));
                                 }
                             }
@@ -651,6 +656,8 @@ impl RunState {
         let mut state_events = Vec::new();
         let content = match output {
             Ok(ToolOutput { content, state, .. }) => {
+                let keys = &self.config.subagent_state_keys;
+                let state = state.map(|update| keeping_keys(update, &self.state, keys));
                 match state.map(|update| apply_update(&mut self.state, update)) {
                     Some(Err(problem)) => Err(ToolError::Failed(format!(
                         "the tool's state update was not applied: {problem}"

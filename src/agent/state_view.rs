@@ -73,6 +73,43 @@ fn apply_into(
     Ok(())
 }
 
+/// Brings `state` along with a state event a tool put on the stream itself (a subagent's
+/// changes under its key), so that later updates and calls start from what the client holds.
+/// One that does not apply leaves it as it is, as it leaves the client's.
+pub(super) fn follow_event(state: &mut Value, event: &EventBody) {
+    match event {
+        EventBody::StateDelta(delta) => {
+            let _ = crate::state::patch::apply(state, &delta.delta);
+        }
+        EventBody::StateSnapshot(snapshot) => snapshot.snapshot.clone_into(state),
+        _ => {}
+    }
+}
+
+/// `update` with each whole-state snapshot of an object given back the members of `state`
+/// under `keys` that it lacks: the keys of the subagents' states, which the agent's own tools
+/// do not own (a tool that snapshots the state it knew would otherwise wipe what a subagent
+/// wrote meanwhile).
+pub(super) fn keeping_keys(update: StateUpdate, state: &Value, keys: &[String]) -> StateUpdate {
+    match update {
+        StateUpdate::Snapshot(Value::Object(mut members)) => {
+            for key in keys {
+                if let Some(value) = state.get(key).filter(|_| !members.contains_key(key)) {
+                    members.insert(key.clone(), value.clone());
+                }
+            }
+            StateUpdate::Snapshot(Value::Object(members))
+        }
+        StateUpdate::Many(updates) => StateUpdate::Many(
+            updates
+                .into_iter()
+                .map(|update| keeping_keys(update, state, keys))
+                .collect(),
+        ),
+        other => other,
+    }
+}
+
 /// An `add` of the top-level member `key` (RFC 6901-escaped by `jsonptr`): it creates or
 /// replaces that member and leaves every other key of an object state alone.
 pub fn add_member(key: &str, value: Value) -> PatchOperation {
@@ -103,6 +140,21 @@ mod tests {
         json_patch::patch(&mut client, &delta.delta).unwrap();
         assert_eq!(client, state);
         assert_eq!(state, json!({"keep": 1, "a/b~c": 2}));
+    }
+
+    #[test]
+    fn a_snapshot_keeps_the_subagents_keys_it_lacks() {
+        let state = json!({"flights": {"plan": "AF12"}, "hotels": 1, "old": true});
+        let keys = ["flights".to_owned(), "hotels".to_owned()];
+        let update = StateUpdate::Many(vec![StateUpdate::Snapshot(json!({"hotels": 2}))]);
+        assert_eq!(
+            keeping_keys(update, &state, &keys),
+            StateUpdate::Many(vec![StateUpdate::Snapshot(
+                json!({"hotels": 2, "flights": {"plan": "AF12"}})
+            )])
+        );
+        let other = StateUpdate::Snapshot(json!([1]));
+        assert_eq!(keeping_keys(other.clone(), &state, &keys), other);
     }
 
     #[test]

@@ -8,8 +8,8 @@
 //! activity ids made from them) are prefixed with the child's run id: a child's model mints call
 //! ids of its own, which may be the parent's too. How much of this a client sees is the parent's
 //! `subagent_visibility`, applied above the parent's base agent
-//! (`middleware::subagents`). A child's state events are not passed on: AG-UI has one state per
-//! run, and a child's snapshot would replace the parent's.
+//! (`middleware::subagents`). A child's state is one key of the parent's: it starts from the
+//! parent's state under that key, and its state events go out as changes under it ([`state`]).
 //!
 //! The child run is owned by the call's future: the call's timeout (`subagent_timeout_secs`), a
 //! stopped run or a client gone drop it, and with it the child's stream and its upstream
@@ -45,6 +45,7 @@ use tracing::Instrument;
 
 mod briefing;
 mod client_calls;
+pub mod state;
 mod suspend;
 
 /// How much of a subagent's work a client sees (`subagent_visibility`).
@@ -203,6 +204,8 @@ pub struct SubagentTool {
     runs: SubagentRuns,
     /// The child's `answer_schema`: its answer must be JSON of this shape.
     answer: Option<AnswerSchema>,
+    /// The key of the parent's state that holds the child's ([`state`]).
+    state: state::StateKey,
 }
 
 impl std::fmt::Debug for SubagentTool {
@@ -240,11 +243,13 @@ impl SubagentTool {
             child,
             runs,
             answer,
+            state: state::StateKey::new(name),
         })
     }
 
     /// The child's run: the task as its first user message, on a thread of its own named after
-    /// the parent's call (never the parent's thread record), with no client tools and no state.
+    /// the parent's call (never the parent's thread record), with no client tools, and its key of
+    /// the parent's state as its state.
     /// A child resumed after it asked a person continues its conversation with the answers.
     fn child_request(
         &self,
@@ -275,7 +280,7 @@ impl SubagentTool {
             messages,
             tools: parent.tools.clone(),
             context: parent.context.clone(),
-            state: None,
+            state: self.state.input(context),
             forwarded_props: None,
             resume,
             prompt_sections,
@@ -309,6 +314,7 @@ impl SubagentTool {
             events: context.events.clone(),
             subagent_run_id: subagent_run_id.clone(),
             open: Vec::new(),
+            state: self.state.call(&context, &subagent_run_id),
         };
         out.send(EventBody::SubagentStarted(SubagentStarted {
             subagent_run_id: subagent_run_id.clone(),
@@ -599,6 +605,8 @@ struct Outlet {
     subagent_run_id: String,
     /// The ends of the child's own messages and calls still open, as sent.
     open: Vec<EventBody>,
+    /// The child's state, under its key of the parent's.
+    state: state::ChildState,
 }
 
 impl Outlet {
@@ -617,16 +625,15 @@ impl Outlet {
     }
 
     /// A child's event as the parent's stream carries it: attributed, its own call ids (and
-    /// the activity ids made from them) prefixed; its state events dropped.
-    fn shape(&mut self, mut body: EventBody) -> Option<EventBody> {
+    /// the activity ids made from them) prefixed, its state events moved under its key.
+    fn shape(&mut self, body: EventBody) -> Option<EventBody> {
+        let mut body = self.state.rebase(body)?;
         let own = body.subagent_run_id().is_none();
         let id = &self.subagent_run_id;
         let prefixed = |call: &mut String| *call = format!("{id}.{call}");
         match &mut body {
-            // State is the parent run's alone; lifecycle and snapshots are the child run's.
-            EventBody::StateSnapshot(_)
-            | EventBody::StateDelta(_)
-            | EventBody::MessagesSnapshot(_)
+            // Lifecycle and snapshots of messages are the child run's.
+            EventBody::MessagesSnapshot(_)
             | EventBody::RunStarted(_)
             | EventBody::RunFinished(_)
             | EventBody::RunError(_) => return None,

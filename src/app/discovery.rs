@@ -206,6 +206,34 @@ fn add_subagents(capabilities: &mut AgentCapabilities, agent: &AgentSettings, se
                 .collect(),
         ),
     });
+    // A child's state changes are the agent's, as deltas under the child's key.
+    if children_change_state(agent, settings, &mut Vec::new()) {
+        if let Some(state) = capabilities.state.as_mut() {
+            state.deltas = Some(true);
+        }
+    }
+}
+
+/// Whether any agent under `agent` changes its state (`seen`: the agents on the way, so a
+/// cycle, refused at start-up anyway, ends the search).
+fn children_change_state<'a>(
+    agent: &'a AgentSettings,
+    settings: &'a Settings,
+    seen: &mut Vec<&'a str>,
+) -> bool {
+    agent.subagents.iter().any(|name| {
+        let Some(child) = settings.agents.get(name) else {
+            return false;
+        };
+        if seen.contains(&name.as_str()) {
+            return false;
+        }
+        seen.push(name);
+        let own = state_capabilities(child);
+        own.deltas == Some(true)
+            || own.snapshots == Some(true)
+            || children_change_state(child, settings, seen)
+    })
 }
 
 /// Image parts reach the model as image content; audio, video and documents only as a text

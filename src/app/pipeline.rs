@@ -98,6 +98,11 @@ pub(crate) fn build(
             .collect(),
         tool_name_clash: settings.tool_name_clash,
         state_rules: settings.state.from_tools.clone(),
+        subagent_state_keys: settings
+            .subagents
+            .iter()
+            .map(|child| settings.subagent_state_key(child).to_owned())
+            .collect(),
         approvals: approvals.clone(),
         rejected_message: settings.approval.rejected_message.clone(),
         tool_activities: settings.tool_activities,

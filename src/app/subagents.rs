@@ -54,7 +54,8 @@ pub(super) fn tools(
             built.clone(),
             runs.clone(),
             settings.answer_schema.clone(),
-        )?;
+        )?
+        .with_state_key(agent.subagent_state_key(child));
         tools.push(Arc::new(tool) as Arc<dyn Tool>);
     }
     Ok((tools, runs))

@@ -92,6 +92,10 @@ pub struct AgentSettings {
     /// `inline` or `hidden`.
     #[serde(default)]
     pub subagent_visibility: SubagentVisibility,
+    /// The key of this agent's state each subagent's state lives under, by child; a child not
+    /// named here has the key of its own name (`docs/subagents.md`, "State").
+    #[serde(default)]
+    pub subagent_state: BTreeMap<String, String>,
     /// Subagent calls one run may have going at once; calls beyond it get an error result.
     #[serde(default = "default_max_parallel_subagents")]
     pub max_parallel_subagents: usize,
@@ -436,6 +440,11 @@ impl McpServerSettings {
 }
 
 impl AgentSettings {
+    /// The key of this agent's state that holds the state of its subagent `child`.
+    pub fn subagent_state_key<'a>(&'a self, child: &'a str) -> &'a str {
+        self.subagent_state.get(child).map_or(child, String::as_str)
+    }
+
     /// The names the model sees of the tools whose calls run as background tasks: configured
     /// tools and MCP servers' tools (`<server>__<tool>`) with `background = true`.
     pub fn background_tool_names(&self) -> Vec<String> {

@@ -1,11 +1,12 @@
 //! The agents' `subagents` checked together, at start-up and by `check-config`: every child is
 //! a configured agent a tool may be named after, delegation has no cycle and stays within each
-//! agent's `max_subagent_depth`, and no child needs what a subagent cannot do yet (write the
-//! run's state, leave a background task for a next run).
+//! agent's `max_subagent_depth`, each child's state has a key of its parent's state of its own
+//! (`subagent_state`), and no child needs what a subagent cannot do yet (leave a background
+//! task for a next run).
 
 use std::collections::BTreeMap;
 
-use super::{AgentSettings, SettingsError, ToolKindSettings};
+use super::{AgentSettings, SettingsError, ToolKindSettings, ToolStateSource};
 use crate::agent::subagent::MAX_CONTEXT_MESSAGES;
 
 /// Checks every agent's subagents. See the module docs.
@@ -57,7 +58,8 @@ fn validate_parent(
     agents: &BTreeMap<String, AgentSettings>,
 ) -> Result<(), SettingsError> {
     if agent.subagents.is_empty() {
-        return Ok(());
+        // Only a `subagent_state` naming no subagent to refuse.
+        return validate_state_keys(name, agent);
     }
     if agent.subagent_context.messages > MAX_CONTEXT_MESSAGES {
         return Err(invalid(format!(
@@ -96,7 +98,80 @@ fn validate_parent(
             )));
         }
     }
+    validate_state_keys(name, agent)
+}
+
+/// Each child's key of the parent's state (`subagent_state`): set for a child of its only, one
+/// key per child, none the parent writes itself (its status, its state tools' and state rules'
+/// keys), and one the parent's state schema lets the client send back (the next run carries
+/// it).
+fn validate_state_keys(name: &str, agent: &AgentSettings) -> Result<(), SettingsError> {
+    for child in agent.subagent_state.keys() {
+        if !agent.subagents.contains(child) {
+            return Err(invalid(format!(
+                "agents.{name}.subagent_state `{child}`: not one of its subagents"
+            )));
+        }
+    }
+    let mut own = BTreeMap::new();
+    if agent.status.enabled {
+        own.insert(agent.status.key.as_str(), "its status key");
+    }
+    for tool in &agent.tools {
+        if let ToolKindSettings::State { key, .. } = &tool.kind {
+            own.insert(key.as_str(), "the key of one of its state tools");
+        }
+    }
+    for rule in &agent.state.from_tools {
+        if let ToolStateSource::Arguments { key, .. } = &rule.source {
+            own.insert(key.as_str(), "the key of one of its state rules");
+        }
+    }
+    for key in agent.predict_state.keys() {
+        own.insert(key.as_str(), "one of its predict_state keys");
+    }
+    let closed = agent.state.schema.as_ref().and_then(closed_properties);
+    let mut taken = BTreeMap::new();
+    for child in &agent.subagents {
+        let key = agent.subagent_state_key(child);
+        let at = format!("agents.{name}.subagent_state: the state key `{key}` of `{child}`");
+        if key.is_empty() {
+            return Err(invalid(format!("{at} is empty")));
+        }
+        if let Some(other) = taken.insert(key, child) {
+            return Err(invalid(format!(
+                "{at} is `{other}`'s too; each subagent needs a key of its own"
+            )));
+        }
+        if let Some(what) = own.get(key) {
+            return Err(invalid(format!(
+                "{at} is {what}, which the agent writes itself"
+            )));
+        }
+        if closed.as_ref().is_some_and(|names| !names.contains(&key)) {
+            return Err(invalid(format!(
+                "{at} is not a property of its state.schema, whose additionalProperties is false: the next run's state would be refused"
+            )));
+        }
+    }
     Ok(())
+}
+
+/// The properties a schema allows when it allows no others (`additionalProperties: false`).
+fn closed_properties(schema: &serde_json::Value) -> Option<Vec<&str>> {
+    if schema.get("additionalProperties") != Some(&serde_json::Value::Bool(false)) {
+        return None;
+    }
+    let properties = schema
+        .get("properties")
+        .and_then(serde_json::Value::as_object);
+    Some(
+        properties
+            .into_iter()
+            .flatten()
+            .map(|(name, _)| name.as_str())
+            .collect(),
+    )
 }
 
 /// Refuses any cycle of delegation, naming it (`a -> b -> a`).
@@ -160,22 +235,15 @@ fn deepest(
     }
 }
 
-/// What a child may not have yet: state writes (a child's state events are not passed on),
-/// background tools (their results wait for a next run a child never has). Approvals and
-/// questions are fine: the child's call passes them up.
+/// What a child may not have yet: background tools (their results wait for a next run a child
+/// never has). Approvals and questions are fine: the child's call passes them up.
 fn validate_child(parent: &str, child: &str, agent: &AgentSettings) -> Result<(), SettingsError> {
     let at = format!("agents.{parent}.subagents `{child}`");
-    for tool in &agent.tools {
-        let why = match &tool.kind {
-            ToolKindSettings::State { .. } => {
-                "writes the shared state, which a subagent's run does not pass on"
-            }
-            _ if tool.background => {
-                "runs in the background, and its result would wait for a next run the subagent never has"
-            }
-            _ => continue,
-        };
-        return Err(invalid(format!("{at}: its tool `{}` {why}", tool.name)));
+    if let Some(tool) = agent.tools.iter().find(|tool| tool.background) {
+        return Err(invalid(format!(
+            "{at}: its tool `{}` runs in the background, and its result would wait for a next run the subagent never has",
+            tool.name
+        )));
     }
     for server in &agent.mcp_servers {
         if server.tools.values().any(|tool| tool.background) {
@@ -184,11 +252,6 @@ fn validate_child(parent: &str, child: &str, agent: &AgentSettings) -> Result<()
                 server.name
             )));
         }
-    }
-    if !agent.state.from_tools.is_empty() || !agent.predict_state.is_empty() {
-        return Err(invalid(format!(
-            "{at}: it updates the shared state from tools, which a subagent's run does not pass on"
-        )));
     }
     Ok(())
 }

@@ -93,6 +93,7 @@ mod shutdown;
 mod slow_clients;
 mod subagent_approvals;
 mod subagent_briefing;
+mod subagent_state;
 mod subagents;
 mod telemetry;
 mod thread_list;

@@ -2,7 +2,8 @@
 // server tool of its own. The 1.0 client runs its subagent rules (verifyEvents) over the
 // attributed stream and keeps the child's messages with their subagentRunId, and its next run,
 // carrying them, is accepted and answered; the 0.0.59 client gets the child inline, as an
-// activity, with no subagent events.
+// activity, with no subagent events. A child's state tool writes its key of the client's state
+// (attributed for 1.0, as deltas both clients apply), which the next run gives back to it.
 //
 // An approval inside a child, on two replicas sharing Redis and their approval key: replica A
 // runs the planner, whose hotels agent asks before it books; the client answers on replica B,
@@ -76,6 +77,44 @@ for (const client of CLIENTS) {
       const roles = last.messages.filter((m) => m.role !== "system").map((m) => m.role);
       assert.deepEqual(roles, ["user", "assistant", "tool", "assistant", "user"], JSON.stringify(last.messages, null, 1));
       assert.equal(env.fake.requests(childKey).length, 2);
+    });
+
+    test(`[${client.version}] a child's state lands under its key of the client's state, and comes back to it`, { timeout: TIMEOUT }, async () => {
+      const key = `subagent-state-${client.tag}`;
+      const childKey = `flights-plan-${client.tag}`;
+      env.fake.script(
+        key,
+        toolTurn([{ id: "call_1", name: "flights", arguments: { task: `${childKey}: plan Rome` } }]),
+        textTurn("Planned."),
+        toolTurn([{ id: "call_2", name: "flights", arguments: { task: `${childKey}: check the plan` } }]),
+        textTurn("Still good."),
+      );
+      env.fake.script(
+        childKey,
+        toolTurn([{ id: "call_1", name: "save_plan", arguments: { plan: "AF12 at 9:00" } }]),
+        textTurn("Saved."),
+        textTurn("It holds."),
+      );
+      const agent = newAgent(client, `${env.server.url}/planner`, { prompt: `${key}: to Rome`, state: { keep: 1 } });
+
+      const { events } = await run(agent);
+
+      assert.deepEqual(agent.state, { keep: 1, flights: { plan: "AF12 at 9:00" } });
+      const deltas = ofType(events, "STATE_DELTA");
+      assert.ok(deltas.length > 0);
+      if (client.protocol10) {
+        const [started] = ofType(events, "SUBAGENT_STARTED");
+        assert.ok(deltas.every((e) => e.subagentRunId === started.subagentRunId));
+      } else {
+        assert.ok(events.every((e) => !("subagentRunId" in e)));
+      }
+
+      // The next run sends the state back; the child starts from its key.
+      agent.addMessage(userMessage("Check it"));
+      await run(agent);
+      const child = env.fake.requests(childKey).at(-1);
+      assert.match(child.messages[0].content, /AF12 at 9:00/);
+      assert.deepEqual(agent.state, { keep: 1, flights: { plan: "AF12 at 9:00" } });
     });
   });
 }

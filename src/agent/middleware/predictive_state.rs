@@ -157,6 +157,20 @@ impl UpdateMapper for PredictiveMapper {
                 return Ok(());
             }
         };
+        // A subagent's calls are its own: its rules, not this agent's, predict from them (its
+        // state events, under its key, still move the view).
+        let childs_call = body.subagent_run_id().is_some()
+            && matches!(
+                body,
+                EventBody::ToolCallStart(_)
+                    | EventBody::ToolCallArgs(_)
+                    | EventBody::ToolCallEnd(_)
+                    | EventBody::ToolCallResult(_)
+            );
+        if childs_call {
+            out.push(body.into());
+            return Ok(());
+        }
         match body {
             EventBody::StateSnapshot(snapshot) => {
                 self.view = snapshot.snapshot.clone();

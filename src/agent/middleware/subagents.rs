@@ -11,6 +11,10 @@
 //!   child lands in the client's history (activities are never sent back to the model);
 //! - `hidden` drops it all: the call's `TOOL_CALL_RESULT` is all there is.
 //!
+//! The children's state events (changes of their keys of the run's state) reach the client in
+//! every case: the state is real whatever is shown of the work. They stay attributed when the
+//! rest is, and lose their attribution otherwise.
+//!
 //! The children's token usage, which their tools put aside, is reported here as the run's own
 //! (`AgentUpdate::Usage`), after each call's result.
 //!
@@ -26,6 +30,7 @@ use std::sync::Arc;
 
 use serde_json::{json, Map, Value};
 
+use crate::agent::subagent::state::{is_state_event, unattributed};
 use crate::agent::subagent::{SubagentRuns, SubagentVisibility};
 use crate::agent::{
     map_updates, Agent, AgentError, AgentStream, AgentUpdate, RunRequest, UpdateMapper, Updates,
@@ -274,6 +279,10 @@ impl ViewMapper {
 
     /// A child event other than a start or an end.
     fn child_event(&mut self, body: EventBody, out: &mut Updates) {
+        if is_state_event(&body) && self.visibility != SubagentVisibility::Attributed {
+            out.push(unattributed(body).into());
+            return;
+        }
         match self.visibility {
             SubagentVisibility::Attributed => {
                 self.note(&body);

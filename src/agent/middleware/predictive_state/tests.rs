@@ -381,3 +381,26 @@ async fn other_tools_and_updates_pass_through_untouched() {
     .await;
     assert_eq!(out, script);
 }
+
+#[tokio::test]
+async fn a_subagents_call_of_a_tool_of_the_same_name_predicts_nothing() {
+    let mut script = call("sa_1.c1", "write", r#"{"document": "from the child"}"#, 4);
+    for update in &mut script {
+        if let AgentUpdate::Event(body) = update {
+            body.attribute_to("sa_1");
+        }
+    }
+    script.push(result("sa_1.c1"));
+    let updates = run(
+        rules(&[("document", "write", "document")]),
+        script,
+        request(Some(json!({}))),
+    )
+    .await;
+    assert!(
+        updates
+            .iter()
+            .all(|u| !matches!(kind(u), "STATE_DELTA" | "STATE_SNAPSHOT")),
+        "{updates:?}"
+    );
+}

@@ -677,3 +677,63 @@ fn last_text(events: &[Value]) -> String {
         .map(|(_, t)| t.clone())
         .unwrap_or_default()
 }
+
+#[tokio::test]
+async fn an_mcp_servers_question_inside_a_child_is_asked_and_the_answer_retries_its_call() {
+    let mcp = crate::mcp::spawn_mcp_app(|s| {
+        travel(s, json!({"subagents": ["diner"]}));
+        let diner = json!({"description": "Books restaurants", "instructions": "You book tables."});
+        let mut diner: agui_host::settings::AgentSettings = serde_json::from_value(diner).unwrap();
+        diner.mcp_servers = vec![crate::mcp::test_server()];
+        s.agents.insert("diner".into(), diner);
+    })
+    .await;
+    let app = &mcp.app;
+    app.fake.push(Reply::Sse(chunks::tool_calls(
+        &[("call_1", "diner", &task("A table at Chez Rust"))],
+        false,
+    )));
+    app.fake.push(Reply::Sse(chunks::tool_calls(
+        &[("d1", "test__book_table", r#"{"restaurant": "Chez Rust"}"#)],
+        false,
+    )));
+    let sent = vec![user("Dinner at Chez Rust?")];
+    let events = app
+        .run_events("/planner", &with_run(input(sent.clone()), "r1"))
+        .await;
+    assert_well_formed(&events);
+    let subagent = started(&events, "diner")["subagentRunId"].clone();
+    let asked = interrupts(&events);
+    assert_eq!(asked.len(), 1, "{asked:?}");
+    let question = &asked[0];
+    assert_eq!(question["reason"], "input_required");
+    assert_eq!(question["subagentRunId"], subagent);
+    assert_eq!(question["responseSchema"]["required"], json!(["size"]));
+    assert_eq!(question["metadata"]["agui-host"]["source"], "mcp");
+
+    app.fake
+        .push(Reply::Sse(chunks::text_reply(&["Booked for four."])));
+    app.fake.push(Reply::Sse(chunks::text_reply(&["Enjoy."])));
+    let body = resume_body(
+        client_history(&sent, &events),
+        question["id"].as_str().unwrap(),
+        json!({"size": 4, "name": "Ada"}),
+        "r2",
+    );
+    let resumed = app.run_events("/planner", &body).await;
+    assert_well_formed(&resumed);
+    assert_success(&resumed);
+    let booked = position(&resumed, |e| {
+        e["type"] == "TOOL_CALL_RESULT"
+            && e["toolCallId"] == format!("{}.d1", subagent.as_str().unwrap())
+    });
+    assert_eq!(
+        resumed[booked]["content"],
+        "Booked a table for 4 at Chez Rust"
+    );
+    let result = position(&resumed, |e| {
+        e["type"] == "TOOL_CALL_RESULT" && e["toolCallId"] == "call_1"
+    });
+    assert_eq!(resumed[result]["content"], "Booked for four.");
+    mcp.shut_down().await;
+}

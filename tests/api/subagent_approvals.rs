@@ -2,7 +2,9 @@
 //! the whole run (attributed to the child, which ends suspended), the answer resumes the child
 //! under the same run id, and the approved call runs once, counted at the tool service,
 //! whatever is replayed after it, on one replica or another (over Redis). Approved, rejected,
-//! replayed; for a 1.0 client attributed and inline, and for a 0.x client; a grandchild's.
+//! replayed; for a 1.0 client attributed and inline, and for a 0.x client; a grandchild's; an
+//! input tool's question and an MCP server's inside a child. And a child that calls the
+//! client's tools, resumed by the client's results on the next run.
 
 use agui_host::settings::{Settings, ThreadStoreKind};
 use serde_json::{json, Value};

@@ -182,6 +182,9 @@ pub fn approval_policies(agent: &AgentSettings) -> Result<ApprovalPolicies, Stri
         let message = tool.approval_message.clone();
         policies.add(&tool.name, &tool.approval, tool.allow_edit, message)?;
     }
+    for (child, approval) in &agent.subagent_approval {
+        policies.add(child, approval, false, None)?;
+    }
     for server in &agent.mcp_servers {
         for (tool, options) in &server.tools {
             let name = server.tool_name(tool).ok_or_else(|| {

@@ -96,6 +96,10 @@ pub struct AgentSettings {
     /// named here has the key of its own name (`docs/subagents.md`, "State").
     #[serde(default)]
     pub subagent_state: BTreeMap<String, String>,
+    /// By child: whether a call to it waits for a person first (`"always"`, `"never"`, or
+    /// `{ when = <JSON Schema over the call's arguments> }`), as a server tool's `approval`.
+    #[serde(default)]
+    pub subagent_approval: BTreeMap<String, crate::agent::config::ApprovalPolicySetting>,
     /// Subagent calls one run may have going at once; calls beyond it get an error result.
     #[serde(default = "default_max_parallel_subagents")]
     pub max_parallel_subagents: usize,

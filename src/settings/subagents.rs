@@ -57,6 +57,13 @@ fn validate_parent(
     agent: &AgentSettings,
     agents: &BTreeMap<String, AgentSettings>,
 ) -> Result<(), SettingsError> {
+    for child in agent.subagent_approval.keys() {
+        if !agent.subagents.contains(child) {
+            return Err(invalid(format!(
+                "agents.{name}.subagent_approval `{child}`: not one of its subagents"
+            )));
+        }
+    }
     if agent.subagents.is_empty() {
         // Only a `subagent_state` naming no subagent to refuse.
         return validate_state_keys(name, agent);

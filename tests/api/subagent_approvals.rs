@@ -739,3 +739,49 @@ async fn an_mcp_servers_question_inside_a_child_is_asked_and_the_answer_retries_
     assert_eq!(resumed[result]["content"], "Booked for four.");
     mcp.shut_down().await;
 }
+
+#[tokio::test]
+async fn a_call_to_a_child_may_itself_need_approval_before_the_child_runs() {
+    let app = spawn_app(|s| travel(s, json!({"subagent_approval": {"flights": "always"}}))).await;
+    app.fake.push(Reply::Sse(chunks::tool_calls(
+        &[("call_1", "flights", &task("A flight to Rome"))],
+        false,
+    )));
+    let sent = vec![user("Rome?")];
+    let events = app
+        .run_events("/planner", &with_run(input(sent.clone()), "r1"))
+        .await;
+    assert_well_formed(&events);
+    let interrupt = interrupts(&events)[0].clone();
+    assert_eq!(interrupt["toolCallId"], "call_1");
+    assert!(interrupt.get("subagentRunId").is_none());
+    assert!(!events.iter().any(|e| e["type"] == "SUBAGENT_STARTED"));
+    assert_eq!(
+        app.upstream_bodies().len(),
+        1,
+        "the child waits for the approval"
+    );
+
+    app.fake.push(Reply::Sse(chunks::text_reply(&["AF12."])));
+    app.fake
+        .push(Reply::Sse(chunks::text_reply(&["Take AF12."])));
+    let body = resume_body(
+        client_history(&sent, &events),
+        interrupt["id"].as_str().unwrap(),
+        json!({"approved": true}),
+        "r2",
+    );
+    let resumed = app.run_events("/planner", &body).await;
+    assert_success(&resumed);
+    started(&resumed, "flights");
+    let result = position(&resumed, |e| {
+        e["type"] == "TOOL_CALL_RESULT" && e["toolCallId"] == "call_1"
+    });
+    assert_eq!(resumed[result]["content"], "AF12.");
+
+    let error = crate::subagents::refused(|s| {
+        travel(s, json!({"subagent_approval": {"trains": "always"}}));
+    })
+    .await;
+    assert!(error.contains("subagent_approval `trains`"), "{error}");
+}

@@ -401,31 +401,26 @@ async fn the_parents_own_writes_keep_the_childs_key_and_a_later_call_starts_from
     assert_eq!(thread["state"], state, "{thread}");
 }
 
-async fn refused(configure: impl FnOnce(&mut Settings)) -> String {
-    let fake = FakeLlm::start().await;
-    let mut settings = test_settings(&fake);
-    configure(&mut settings);
-    match agui_host::app::App::build(settings).await {
-        Ok(_) => panic!("the settings were accepted"),
-        Err(error) => error.to_string(),
-    }
-}
-
 #[tokio::test]
 async fn state_keys_that_clash_are_refused_at_start_up() {
-    let error = refused(|s| travel(s, json!({"subagent_state": {"hotels": "flights"}}))).await;
+    let error =
+        crate::subagents::refused(|s| travel(s, json!({"subagent_state": {"hotels": "flights"}})))
+            .await;
     assert!(
         error.contains("each subagent needs a key of its own"),
         "{error}"
     );
 
-    let error =
-        refused(|s| travel(s, json!({"status": {"enabled": true, "key": "flights"}}))).await;
+    let error = crate::subagents::refused(|s| {
+        travel(s, json!({"status": {"enabled": true, "key": "flights"}}))
+    })
+    .await;
     assert!(error.contains("its status key"), "{error}");
 
-    let error = refused(|s| travel(s, json!({"subagent_state": {"trains": "t"}}))).await;
+    let error =
+        crate::subagents::refused(|s| travel(s, json!({"subagent_state": {"trains": "t"}}))).await;
     assert!(error.contains("not one of its subagents"), "{error}");
-    let error = refused(|s| {
+    let error = crate::subagents::refused(|s| {
         travel(s, json!({}));
         s.agents.get_mut("hotels").unwrap().subagent_state =
             [("flights".to_owned(), "f".to_owned())].into();
@@ -436,7 +431,7 @@ async fn state_keys_that_clash_are_refused_at_start_up() {
         "{error}"
     );
 
-    let error = refused(|s| {
+    let error = crate::subagents::refused(|s| {
         travel(
             s,
             json!({"state": {"schema": {"type": "object", "additionalProperties": false,

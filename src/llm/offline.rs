@@ -12,6 +12,9 @@
 //!   (`background` for `change_background`, `weather`, `haiku`, `steps` or `plan`, `recipe`,
 //!   `document`). Its arguments come from its JSON Schema with believable values derived from
 //!   the text after the name (see [`Generator`]), streamed in several fragments;
+//! - when the agent has subagents and the text names no tool, a call to each of them at once,
+//!   once per conversation (`offline/delegation.rs`), and after such a turn, a sentence quoting
+//!   each result;
 //! - when the generator of A2UI surfaces (`generate_a2ui`) is offered and the text asks to
 //!   compare, show or display something, a call to it; a forced call of its `render_a2ui`
 //!   gets a canned surface (`offline/a2ui.rs`);
@@ -28,6 +31,7 @@ use serde_json::{Map, Value};
 
 mod a2ui;
 mod chat_variants;
+mod delegation;
 
 use super::error::LlmError;
 use super::{ChatMessage, ChatRequest, FinishReason, LlmEvent, ToolSpec, Usage, UserPart};
@@ -95,6 +99,9 @@ fn answer(request: &ChatRequest) -> Vec<LlmEvent> {
             let text = "It is running in the background; its result comes with your next message.";
             return text_reply(text, input_tokens);
         }
+        if let Some(text) = delegation::after_results(&request.messages) {
+            return text_reply(&text, input_tokens);
+        }
         let text = format!(
             "The tool returned: {}",
             truncate_chars(content.trim(), QUOTE_MAX_CHARS)
@@ -109,6 +116,9 @@ fn answer(request: &ChatRequest) -> Vec<LlmEvent> {
         let generator = Generator::new(&user_text, rest);
         let arguments = generator.arguments(&tool.name, &tool.parameters);
         return tool_call_reply(&tool.name, &Value::Object(arguments), ordinal, input_tokens);
+    }
+    if let Some(calls) = delegation::calls(&request.messages, &request.tools, &user_text) {
+        return tool_calls_reply(&calls, ordinal, input_tokens);
     }
     if let Some(tool) = a2ui::view_asked(&request.tools, &user_text) {
         let arguments = serde_json::json!({"intent": "create", "description": user_text.trim()});
@@ -154,29 +164,43 @@ fn tool_call_reply(
     ordinal: usize,
     input_tokens: u64,
 ) -> Vec<LlmEvent> {
-    let arguments = arguments.to_string();
-    let mut events = vec![LlmEvent::ToolCallDelta {
-        index: 0,
-        id: Some(format!("call_offline_{ordinal}")),
-        name: Some(name.to_owned()),
-        arguments: String::new(),
-    }];
-    // Streamed as a real server would: at least four fragments (short arguments in exactly
-    // four), at most FRAGMENT_MAX_CHARS characters each, split on char boundaries.
-    let chars: Vec<char> = arguments.chars().collect();
-    let size = chars.len().div_ceil(4).clamp(1, FRAGMENT_MAX_CHARS);
-    events.extend(chars.chunks(size).map(|fragment| LlmEvent::ToolCallDelta {
-        index: 0,
-        id: None,
-        name: None,
-        arguments: fragment.iter().collect(),
-    }));
+    tool_calls_reply(
+        &[(name.to_owned(), arguments.clone())],
+        ordinal,
+        input_tokens,
+    )
+}
+
+/// One turn calling each of `calls` (a name and its arguments), numbered from `ordinal`.
+fn tool_calls_reply(calls: &[(String, Value)], ordinal: usize, input_tokens: u64) -> Vec<LlmEvent> {
+    let mut events = Vec::new();
+    let mut output_tokens = 0;
+    for (index, (name, arguments)) in calls.iter().enumerate() {
+        let arguments = arguments.to_string();
+        output_tokens += word_count(&arguments);
+        events.push(LlmEvent::ToolCallDelta {
+            index,
+            id: Some(format!("call_offline_{}", ordinal + index)),
+            name: Some(name.clone()),
+            arguments: String::new(),
+        });
+        // Streamed as a real server would: at least four fragments (short arguments in exactly
+        // four), at most FRAGMENT_MAX_CHARS characters each, split on char boundaries.
+        let chars: Vec<char> = arguments.chars().collect();
+        let size = chars.len().div_ceil(4).clamp(1, FRAGMENT_MAX_CHARS);
+        events.extend(chars.chunks(size).map(|fragment| LlmEvent::ToolCallDelta {
+            index,
+            id: None,
+            name: None,
+            arguments: fragment.iter().collect(),
+        }));
+    }
     events.push(LlmEvent::Finished {
         reason: FinishReason::ToolCalls,
     });
     events.push(LlmEvent::Usage(Usage {
         input_tokens,
-        output_tokens: word_count(&arguments),
+        output_tokens,
         ..Usage::default()
     }));
     events

@@ -251,7 +251,7 @@ everything = { tool = "write_document", tool_argument = "*" }
 
 #[test]
 fn demo_agents_are_added_unless_off_in_production_or_configured() {
-    const DEMO: [&str; 15] = [
+    const DEMO: [&str; 22] = [
         "agentic_chat",
         "agentic_chat_multimodal",
         "agentic_chat_reasoning",
@@ -267,6 +267,13 @@ fn demo_agents_are_added_unless_off_in_production_or_configured() {
         "a2ui_advanced",
         "a2ui_recovery",
         "background_agents",
+        "subgraphs",
+        "travel_flights",
+        "travel_hotels",
+        "travel_experiences",
+        "deepagents_subagents",
+        "research_agent",
+        "critique_agent",
     ];
     let settings = Settings::embedded_default().unwrap();
     assert!(settings.demo_agents);

@@ -60,6 +60,7 @@ mod connections;
 mod cors;
 mod demo;
 mod demo_chat_variants;
+mod demo_subagents;
 mod demo_ui;
 mod disconnect;
 mod discovery;

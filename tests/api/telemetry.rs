@@ -1042,3 +1042,50 @@ async fn the_genai_metrics_reach_an_otlp_receiver_and_prometheus_labels_the_mode
     let first_chunk = receiver.histogram("gen_ai.client.operation.time_to_first_chunk");
     assert_eq!(point(&first_chunk, &chat).count, 2);
 }
+
+/// A subagent runs as an `invoke_agent` span of its own under the parent's `execute_tool`
+/// span, with its model calls and tools under it (the demo's travel supervisor).
+#[tokio::test]
+#[cfg_attr(not(feature = "otel"), ignore = "built without the otel feature")]
+async fn a_subagent_is_an_invoke_agent_span_under_its_parents_tool_span() {
+    let receiver = Receiver::default();
+    let endpoint = receiver.start().await;
+    let fake = FakeLlm::start().await;
+    fake.push(Reply::Sse(chunks::tool_calls(
+        &[("call_1", "travel_flights", r#"{"task":"flights to Rome"}"#)],
+        false,
+    )));
+    fake.push(Reply::Sse(chunks::tool_calls(
+        &[("f1", "search_flights", r#"{"destination":"Rome"}"#)],
+        false,
+    )));
+    fake.push(Reply::Sse(chunks::text_reply(&["KLM at 9:40."])));
+    fake.push(Reply::Sse(chunks::text_reply(&["Fly KLM."])));
+    let server = Server::start(&fake, &[("OTEL_EXPORTER_OTLP_ENDPOINT", &endpoint)]).await;
+    let events = post_traced_run(&server, "/subgraphs", &input(vec![user("Rome?")])).await;
+    assert_eq!(last(&events)["type"], "RUN_FINISHED");
+    let server_log = server.stop().await;
+    receiver.expect_spans(&server_log);
+    let spans: Vec<Span> = receiver.spans().into_iter().map(|(_, span)| span).collect();
+    let named = |name: &str| -> &Span {
+        spans.iter().find(|s| s.name == name).unwrap_or_else(|| {
+            panic!(
+                "{name}: {:?}",
+                spans.iter().map(|s| &s.name).collect::<Vec<_>>()
+            )
+        })
+    };
+    let parent = named("invoke_agent subgraphs");
+    let call = named("execute_tool travel_flights");
+    let child = named("invoke_agent travel_flights");
+    let search = named("execute_tool search_flights");
+    assert_eq!(call.parent_span_id, parent.span_id);
+    assert_eq!(child.parent_span_id, call.span_id);
+    assert_eq!(search.parent_span_id, child.span_id);
+    let child_calls: Vec<&Span> = spans
+        .iter()
+        .filter(|s| s.name.starts_with("chat ") && s.parent_span_id == child.span_id)
+        .collect();
+    assert_eq!(child_calls.len(), 2, "the child's model calls are its own");
+    assert!(spans.iter().all(|span| hex(&span.trace_id) == TRACE_ID));
+}

@@ -2,32 +2,12 @@
 //! hotels agent asks before it books) and `deepagents_subagents` (a main agent with a research
 //! and a critique agent), each over the runs that follow it, for both client generations.
 
-use agui_host::settings::LlmProvider;
 use serde_json::{json, Value};
 
 use crate::approvals::{approval_call_id, interrupts, resolved};
+use crate::demo_ui::{offline_demo, run};
 use crate::helpers::*;
 use crate::subagents::{client_history, position, started};
-use crate::verify::{assert_0x_compatible, assert_well_formed};
-
-async fn offline_demo() -> TestApp {
-    spawn_app(|settings| settings.llm.provider = LlmProvider::Offline).await
-}
-
-async fn run(app: &TestApp, route: &str, body: &Value) -> Vec<Value> {
-    let events = app.run_events(route, body).await;
-    assert_well_formed(&events);
-    if body.get("protocolVersion").is_none() {
-        assert_0x_compatible(&events);
-    }
-    assert_eq!(
-        last(&events)["type"],
-        "RUN_FINISHED",
-        "{:?}",
-        types(&events)
-    );
-    events
-}
 
 /// The client's state after `events`, from `state` (the deltas applied in order).
 fn state_after(mut state: Value, events: &[Value]) -> Value {

@@ -9,7 +9,7 @@ use serde_json::{json, Value};
 use crate::helpers::*;
 use crate::verify::{assert_0x_compatible, assert_well_formed};
 
-async fn offline_demo() -> TestApp {
+pub(crate) async fn offline_demo() -> TestApp {
     spawn_app(|settings| settings.llm.provider = LlmProvider::Offline).await
 }
 
@@ -35,7 +35,8 @@ fn dynamic_catalog() -> Value {
     })
 }
 
-async fn run(app: &TestApp, route: &str, body: &Value) -> Vec<Value> {
+/// A run of `route`, checked well formed (and 0.x-compatible for a 0.x body) to its end.
+pub(crate) async fn run(app: &TestApp, route: &str, body: &Value) -> Vec<Value> {
     let events = app.run_events(route, body).await;
     assert_well_formed(&events);
     if body.get("protocolVersion").is_none() {

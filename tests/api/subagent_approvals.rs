@@ -70,6 +70,24 @@ fn resume_body(history: Vec<Value>, id: &str, payload: Value, run: &str) -> Valu
     body
 }
 
+/// Answers `interrupt` (which ended `events`, the run after `sent`) with `payload`, as run
+/// `run`, on the history the client keeps: the resumed run's events, checked to succeed.
+async fn answer(
+    app: &TestApp,
+    sent: &[Value],
+    events: &[Value],
+    interrupt: &Value,
+    payload: Value,
+    run: &str,
+) -> Vec<Value> {
+    let id = interrupt["id"].as_str().unwrap();
+    let body = resume_body(client_history(sent, events), id, payload, run);
+    let resumed = app.run_events("/planner", &body).await;
+    assert_well_formed(&resumed);
+    assert_success(&resumed);
+    resumed
+}
+
 /// Run 1 for a 1.0 client: the child's interrupt ends the run. Returns the events, the
 /// interrupt and the child's run id.
 async fn asked(app: &TestApp, sent: &[Value]) -> (Vec<Value>, Value, String) {
@@ -219,13 +237,16 @@ async fn a_rejected_childs_approval_runs_nothing_and_the_child_hears_it() {
         (now + 500..now + 700).contains(&expires),
         "the child's expiry is shown: {interrupt}"
     );
-    let history = client_history(&sent, &events);
     script_resumed(&app, "I did not book it.", "Nothing was booked.");
-    let id = interrupt["id"].as_str().unwrap();
-    let body = resume_body(history, id, json!({"approved": false}), "r2");
-    let resumed = app.run_events("/planner", &body).await;
-    assert_well_formed(&resumed);
-    assert_success(&resumed);
+    let resumed = answer(
+        &app,
+        &sent,
+        &events,
+        &interrupt,
+        json!({"approved": false}),
+        "r2",
+    )
+    .await;
     assert_eq!(
         started(&resumed, "hotels")["subagentRunId"],
         subagent.as_str()
@@ -292,15 +313,22 @@ async fn inline_a_childs_approval_is_asked_as_the_parents_call_for_both_generati
         .clone();
     assert_eq!(waiting["content"]["status"], "waiting");
     script_resumed(&app, "Booked.", "Done.");
-    let body = resume_body(
-        client_history(&sent, &events),
-        interrupt["id"].as_str().unwrap(),
+    let resumed = answer(
+        &app,
+        &sent,
+        &events,
+        &interrupt,
         json!({"approved": true}),
         "r2",
-    );
-    let resumed = app.run_events("/planner", &body).await;
-    assert_success(&resumed);
+    )
+    .await;
     assert_eq!(service.total(), 1);
+    let done = of_type(&resumed, "ACTIVITY_SNAPSHOT")
+        .into_iter()
+        .rfind(|e| e["activityType"] == "agui-host.subagent")
+        .unwrap()
+        .clone();
+    assert_eq!(done["content"]["status"], "finished", "{done}");
 
     // 0.x: an approval call the page knows, naming the child's tool and arguments; the answer
     // is a tool message, and the run after it goes on.
@@ -462,15 +490,15 @@ async fn a_grandchilds_approval_passes_up_through_its_parent_and_resumes_both() 
     app.fake
         .push(Reply::Sse(chunks::text_reply(&["Flight and hotel done."])));
     app.fake.push(Reply::Sse(chunks::text_reply(&["All set."])));
-    let body = resume_body(
-        client_history(&sent, &events),
-        interrupt["id"].as_str().unwrap(),
+    let resumed = answer(
+        &app,
+        &sent,
+        &events,
+        &interrupt,
         json!({"approved": true}),
         "r2",
-    );
-    let resumed = app.run_events("/planner", &body).await;
-    assert_well_formed(&resumed);
-    assert_success(&resumed);
+    )
+    .await;
     assert_eq!(started(&resumed, "flights")["subagentRunId"], child);
     assert_eq!(started(&resumed, "hotels")["subagentRunId"], grandchild);
     assert_eq!(service.total(), 1);
@@ -716,15 +744,15 @@ async fn an_mcp_servers_question_inside_a_child_is_asked_and_the_answer_retries_
     app.fake
         .push(Reply::Sse(chunks::text_reply(&["Booked for four."])));
     app.fake.push(Reply::Sse(chunks::text_reply(&["Enjoy."])));
-    let body = resume_body(
-        client_history(&sent, &events),
-        question["id"].as_str().unwrap(),
+    let resumed = answer(
+        app,
+        &sent,
+        &events,
+        question,
         json!({"size": 4, "name": "Ada"}),
         "r2",
-    );
-    let resumed = app.run_events("/planner", &body).await;
-    assert_well_formed(&resumed);
-    assert_success(&resumed);
+    )
+    .await;
     let booked = position(&resumed, |e| {
         e["type"] == "TOOL_CALL_RESULT"
             && e["toolCallId"] == format!("{}.d1", subagent.as_str().unwrap())
@@ -765,14 +793,15 @@ async fn a_call_to_a_child_may_itself_need_approval_before_the_child_runs() {
     app.fake.push(Reply::Sse(chunks::text_reply(&["AF12."])));
     app.fake
         .push(Reply::Sse(chunks::text_reply(&["Take AF12."])));
-    let body = resume_body(
-        client_history(&sent, &events),
-        interrupt["id"].as_str().unwrap(),
+    let resumed = answer(
+        &app,
+        &sent,
+        &events,
+        &interrupt,
         json!({"approved": true}),
         "r2",
-    );
-    let resumed = app.run_events("/planner", &body).await;
-    assert_success(&resumed);
+    )
+    .await;
     started(&resumed, "flights");
     let result = position(&resumed, |e| {
         e["type"] == "TOOL_CALL_RESULT" && e["toolCallId"] == "call_1"

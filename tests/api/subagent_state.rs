@@ -6,11 +6,12 @@
 //! again after the answer resumes it; and bad keys are refused at start-up.
 //! Every state event must apply, in order, on top of the client's state.
 
-use agui_host::settings::{AgentSettings, ModelProfile, Settings};
+use agui_host::settings::{AgentSettings, Settings};
 use serde_json::{json, Value};
 
 use crate::fake_llm::{chunks, FakeLlm, Reply};
 use crate::helpers::*;
+use crate::subagents::{own_upstream, task};
 use crate::verify::{assert_0x_compatible, assert_well_formed};
 
 fn agent(settings: Value) -> AgentSettings {
@@ -30,16 +31,7 @@ fn save_plan() -> Value {
 /// `planner` delegating to `flights` and `hotels`, each with a `save_plan` state tool, plus
 /// `planner` settings of the test's.
 fn travel(settings: &mut Settings, planner: Value) {
-    let mut parent = json!({
-        "description": "Plans trips",
-        "instructions": "You plan trips; delegate to your agents.",
-        "subagents": ["flights", "hotels"],
-    });
-    parent
-        .as_object_mut()
-        .unwrap()
-        .extend(planner.as_object().cloned().unwrap_or_default());
-    settings.agents.insert("planner".into(), agent(parent));
+    crate::subagents::add_planner(settings, planner);
     for child in ["flights", "hotels"] {
         let settings_of_child = json!({
             "description": format!("Finds {child}"),
@@ -50,24 +42,6 @@ fn travel(settings: &mut Settings, planner: Value) {
             .agents
             .insert(child.into(), agent(settings_of_child));
     }
-}
-
-/// Puts `child` on an upstream of its own.
-fn own_upstream(settings: &mut Settings, child: &str, fake: &FakeLlm) {
-    let profile = ModelProfile {
-        provider: Some(agui_host::settings::LlmProvider::Openai),
-        base_url: fake.base_url(),
-        api_key: API_KEY.into(),
-        model: format!("{child}-model"),
-        max_retries: Some(0),
-        ..ModelProfile::default()
-    };
-    settings.models.insert(child.into(), profile);
-    settings.agents.get_mut(child).unwrap().profile = Some(child.into());
-}
-
-fn task(text: &str) -> String {
-    json!({ "task": text }).to_string()
 }
 
 fn plan(text: &str) -> String {

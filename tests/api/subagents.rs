@@ -17,9 +17,8 @@ fn agent(settings: Value) -> AgentSettings {
     serde_json::from_value(settings).expect("agent settings")
 }
 
-/// `planner` delegating to `flights` (with a `search_flights` server tool) and `hotels`, each
-/// child on the profile of its name when one is configured.
-pub(crate) fn travel(settings: &mut Settings, planner: Value) {
+/// `planner`, delegating to `flights` and `hotels`, with the test's own `planner` settings.
+pub(crate) fn add_planner(settings: &mut Settings, planner: Value) {
     let mut parent = json!({
         "description": "Plans trips",
         "instructions": "You plan trips; delegate to your agents.",
@@ -30,6 +29,12 @@ pub(crate) fn travel(settings: &mut Settings, planner: Value) {
         .unwrap()
         .extend(planner.as_object().cloned().unwrap_or_default());
     settings.agents.insert("planner".into(), agent(parent));
+}
+
+/// `planner` delegating to `flights` (with a `search_flights` server tool) and `hotels`, each
+/// child on the profile of its name when one is configured.
+pub(crate) fn travel(settings: &mut Settings, planner: Value) {
+    add_planner(settings, planner);
     let flights = json!({
         "description": "Finds flights",
         "instructions": "You find flights.",

@@ -33,7 +33,7 @@ use serde_json::{json, Value};
 
 use super::{new_id, Agent, AgentError, AgentUpdate, RunRequest};
 use crate::protocol::{
-    EventBody, Message, MessageRef, ProtocolVersion, SubagentError, SubagentFinished,
+    EventBody, Message, OpenEnds, ProtocolVersion, SubagentError, SubagentFinished,
     SubagentOutcome, SubagentStarted, TokenUsage, UserMessage,
 };
 use crate::telemetry::genai;
@@ -313,7 +313,7 @@ impl SubagentTool {
         let mut out = Outlet {
             events: context.events.clone(),
             subagent_run_id: subagent_run_id.clone(),
-            open: Vec::new(),
+            open: OpenEnds::default(),
             state: self.state.call(&context, &subagent_run_id),
         };
         out.send(EventBody::SubagentStarted(SubagentStarted {
@@ -379,7 +379,7 @@ impl SubagentTool {
             }
             Err(failure) => {
                 // What the child left open closes before it does, as a client expects.
-                for end in std::mem::take(&mut out.open) {
+                for end in out.open.take() {
                     out.send(end).await?;
                 }
                 tracing::warn!(subagent = %self.name, code = failure.code, message = %failure.message, "subagent failed");
@@ -604,7 +604,7 @@ struct Outlet {
     events: Option<tokio::sync::mpsc::Sender<EventBody>>,
     subagent_run_id: String,
     /// The ends of the child's own messages and calls still open, as sent.
-    open: Vec<EventBody>,
+    open: OpenEnds,
     /// The child's state, under its key of the parent's.
     state: state::ChildState,
 }
@@ -659,44 +659,9 @@ impl Outlet {
         }
         body.attribute_to(id);
         if own {
-            self.track(&body);
+            self.open.observe(&body);
         }
         Some(body)
-    }
-
-    /// Notes what `body` opens or closes of the child's own texts and calls.
-    fn track(&mut self, body: &EventBody) {
-        let mut end = match body {
-            EventBody::TextMessageStart(e) => EventBody::text_end(e.message_id.clone()),
-            EventBody::ToolCallStart(e) => EventBody::tool_call_end(e.tool_call_id.clone()),
-            EventBody::ReasoningStart(e) => EventBody::ReasoningEnd(MessageRef::new(&e.message_id)),
-            EventBody::ReasoningMessageStart(e) => {
-                EventBody::ReasoningMessageEnd(MessageRef::new(&e.message_id))
-            }
-            EventBody::TextMessageEnd(_)
-            | EventBody::ToolCallEnd(_)
-            | EventBody::ReasoningEnd(_)
-            | EventBody::ReasoningMessageEnd(_) => {
-                self.open.retain(|open| !closes(body, open));
-                return;
-            }
-            _ => return,
-        };
-        end.attribute_to(&self.subagent_run_id);
-        self.open.push(end);
-    }
-}
-
-/// Whether `body` is the end `open` stands for.
-fn closes(body: &EventBody, open: &EventBody) -> bool {
-    match (body, open) {
-        (EventBody::TextMessageEnd(a), EventBody::TextMessageEnd(b))
-        | (EventBody::ReasoningEnd(a), EventBody::ReasoningEnd(b))
-        | (EventBody::ReasoningMessageEnd(a), EventBody::ReasoningMessageEnd(b)) => {
-            a.message_id == b.message_id
-        }
-        (EventBody::ToolCallEnd(a), EventBody::ToolCallEnd(b)) => a.tool_call_id == b.tool_call_id,
-        _ => false,
     }
 }
 

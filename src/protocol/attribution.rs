@@ -5,9 +5,63 @@
 //! A tag already present is kept: a grandchild's events reach the parent through the child,
 //! and must stay the grandchild's. A `SUBAGENT_*` event's `subagentRunId` is its identity, not
 //! an attribution, so a nested start gets the child as its `parentSubagentRunId` instead.
+//!
+//! Also what a subagent has open ([`OpenEnds`]), to close it whole when it is cut off.
 
-use super::events::EventBody;
+use super::events::{EventBody, MessageRef};
 use super::input::Message;
+
+/// The ends of the texts, tool calls and reasoning a subagent's events opened and have not
+/// closed, each attributed as its start was: what must go out, in reverse, to close them when
+/// the subagent is cut off.
+#[derive(Debug, Default, Clone)]
+pub struct OpenEnds {
+    ends: Vec<EventBody>,
+}
+
+impl OpenEnds {
+    /// Notes what `body` opens or closes.
+    pub fn observe(&mut self, body: &EventBody) {
+        let mut end = match body {
+            EventBody::TextMessageStart(e) => EventBody::text_end(e.message_id.clone()),
+            EventBody::ToolCallStart(e) => EventBody::tool_call_end(e.tool_call_id.clone()),
+            EventBody::ReasoningStart(e) => EventBody::ReasoningEnd(MessageRef::new(&e.message_id)),
+            EventBody::ReasoningMessageStart(e) => {
+                EventBody::ReasoningMessageEnd(MessageRef::new(&e.message_id))
+            }
+            EventBody::TextMessageEnd(_)
+            | EventBody::ToolCallEnd(_)
+            | EventBody::ReasoningEnd(_)
+            | EventBody::ReasoningMessageEnd(_) => {
+                self.ends.retain(|open| !closes(body, open));
+                return;
+            }
+            _ => return,
+        };
+        if let Some(owner) = body.subagent_run_id() {
+            end.attribute_to(owner);
+        }
+        self.ends.push(end);
+    }
+
+    /// The ends still open, in the order their starts came.
+    pub fn take(&mut self) -> Vec<EventBody> {
+        std::mem::take(&mut self.ends)
+    }
+}
+
+/// Whether `body` is the end `open` stands for (whoever it is attributed to).
+fn closes(body: &EventBody, open: &EventBody) -> bool {
+    match (body, open) {
+        (EventBody::TextMessageEnd(a), EventBody::TextMessageEnd(b))
+        | (EventBody::ReasoningEnd(a), EventBody::ReasoningEnd(b))
+        | (EventBody::ReasoningMessageEnd(a), EventBody::ReasoningMessageEnd(b)) => {
+            a.message_id == b.message_id
+        }
+        (EventBody::ToolCallEnd(a), EventBody::ToolCallEnd(b)) => a.tool_call_id == b.tool_call_id,
+        _ => false,
+    }
+}
 
 impl EventBody {
     /// The subagent this event is attributed to (for `SUBAGENT_*`: the subagent it is about).

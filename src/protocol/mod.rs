@@ -15,6 +15,7 @@ mod limits;
 mod media;
 mod sse;
 
+pub use attribution::OpenEnds;
 pub use capabilities::*;
 pub use encoder::{ProtocolVersion, RunEncoder, KEEP_ALIVE_FRAME};
 pub use error::EncodeError;

@@ -35,7 +35,7 @@ use crate::agent::subagent::{SubagentRuns, SubagentVisibility};
 use crate::agent::{
     map_updates, Agent, AgentError, AgentStream, AgentUpdate, RunRequest, UpdateMapper, Updates,
 };
-use crate::protocol::{ActivitySnapshot, EventBody, MessageRef, SubagentError, SubagentOutcome};
+use crate::protocol::{ActivitySnapshot, EventBody, OpenEnds, SubagentError, SubagentOutcome};
 
 /// The `activityType` of an inline subagent.
 pub const ACTIVITY_TYPE: &str = "agui-host.subagent";
@@ -115,7 +115,7 @@ struct ViewMapper {
 struct Opened {
     subagent_run_id: String,
     parent: Option<String>,
-    ends: Vec<EventBody>,
+    ends: OpenEnds,
 }
 
 impl Drop for ViewMapper {
@@ -221,29 +221,9 @@ impl ViewMapper {
         let Some(owner) = body.subagent_run_id() else {
             return;
         };
-        let Some(opened) = self.opened.iter_mut().find(|o| o.subagent_run_id == owner) else {
-            return;
-        };
-        let end = match body {
-            EventBody::TextMessageStart(e) => EventBody::text_end(e.message_id.clone()),
-            EventBody::ToolCallStart(e) => EventBody::tool_call_end(e.tool_call_id.clone()),
-            EventBody::ReasoningStart(e) => EventBody::ReasoningEnd(MessageRef::new(&e.message_id)),
-            EventBody::ReasoningMessageStart(e) => {
-                EventBody::ReasoningMessageEnd(MessageRef::new(&e.message_id))
-            }
-            EventBody::TextMessageEnd(_)
-            | EventBody::ToolCallEnd(_)
-            | EventBody::ReasoningEnd(_)
-            | EventBody::ReasoningMessageEnd(_) => {
-                let closing = strip(body.clone());
-                opened.ends.retain(|end| strip(end.clone()) != closing);
-                return;
-            }
-            _ => return,
-        };
-        let mut end = end;
-        end.attribute_to(owner);
-        opened.ends.push(end);
+        if let Some(opened) = self.opened.iter_mut().find(|o| o.subagent_run_id == owner) {
+            opened.ends.observe(body);
+        }
     }
 
     /// Closes the subagent `id` cut off, and every subagent under it, deepest first: what each
@@ -256,8 +236,8 @@ impl ViewMapper {
             let Some(at) = self.opened.iter().position(|o| o.subagent_run_id == each) else {
                 continue;
             };
-            let opened = self.opened.remove(at);
-            out.extend(opened.ends.into_iter().rev().map(AgentUpdate::from));
+            let mut opened = self.opened.remove(at);
+            out.extend(opened.ends.take().into_iter().rev().map(AgentUpdate::from));
             let error = EventBody::SubagentError(SubagentError {
                 subagent_run_id: each.clone(),
                 message: "The call ended before the subagent finished.".to_owned(),
@@ -331,7 +311,7 @@ impl UpdateMapper for ViewMapper {
                     self.opened.push(Opened {
                         subagent_run_id: start.subagent_run_id.clone(),
                         parent: start.parent_subagent_run_id.clone(),
-                        ends: Vec::new(),
+                        ends: OpenEnds::default(),
                     });
                 }
                 if start.parent_subagent_run_id.is_some() {
@@ -410,18 +390,6 @@ impl UpdateMapper for ViewMapper {
         out.extend(usage.into_iter().map(AgentUpdate::Usage));
         Ok(())
     }
-}
-
-/// An end event without its attribution, to compare ends whoever tagged them.
-fn strip(mut body: EventBody) -> EventBody {
-    match &mut body {
-        EventBody::TextMessageEnd(e)
-        | EventBody::ReasoningEnd(e)
-        | EventBody::ReasoningMessageEnd(e) => e.subagent_run_id = None,
-        EventBody::ToolCallEnd(e) => e.subagent_run_id = None,
-        _ => {}
-    }
-    body
 }
 
 #[cfg(test)]

@@ -345,28 +345,21 @@ impl SubagentTool {
             Err(failure) => genai::record_run_outcome(&span, failure.code, true),
         }
         match drained {
-            Ok(Ended::Asked(asked)) => {
+            Ok(ended @ (Ended::Asked(_) | Ended::AwaitsClient)) => {
                 out.send(EventBody::SubagentFinished(SubagentFinished {
                     subagent_run_id,
                     result: None,
-                    // The ids are the parent's questions', filled in where they are made.
+                    // The ids are the parent's questions', filled in where they are made (a
+                    // child that waits for the client's tools asked no question).
                     outcome: Some(SubagentOutcome::Suspended {
                         interrupt_ids: None,
                     }),
                 }))
                 .await?;
-                Err(ToolError::NeedsInput(Box::new(asked)))
-            }
-            Ok(Ended::AwaitsClient) => {
-                out.send(EventBody::SubagentFinished(SubagentFinished {
-                    subagent_run_id,
-                    result: None,
-                    outcome: Some(SubagentOutcome::Suspended {
-                        interrupt_ids: None,
-                    }),
-                }))
-                .await?;
-                Err(ToolError::AwaitsClient)
+                match ended {
+                    Ended::Asked(asked) => Err(ToolError::NeedsInput(Box::new(asked))),
+                    _ => Err(ToolError::AwaitsClient),
+                }
             }
             Ok(Ended::Answered { answer, .. }) => {
                 out.send(EventBody::SubagentFinished(SubagentFinished {

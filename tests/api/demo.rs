@@ -24,7 +24,7 @@ fn with(mut body: Value, key: &str, value: Value) -> Value {
 }
 
 /// The client's state after applying the stream's state events to `state`, as the client does.
-fn apply_state(mut state: Value, events: &[Value]) -> Value {
+pub(crate) fn apply_state(mut state: Value, events: &[Value]) -> Value {
     for event in events {
         match event["type"].as_str() {
             Some("STATE_SNAPSHOT") => state = event["snapshot"].clone(),

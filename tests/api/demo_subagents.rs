@@ -5,25 +5,10 @@
 use serde_json::{json, Value};
 
 use crate::approvals::{approval_call_id, interrupts, resolved};
+use crate::demo::apply_state;
 use crate::demo_ui::{offline_demo, run};
 use crate::helpers::*;
 use crate::subagents::{client_history, position, started};
-
-/// The client's state after `events`, from `state` (the deltas applied in order).
-fn state_after(mut state: Value, events: &[Value]) -> Value {
-    for event in events {
-        match event["type"].as_str() {
-            Some("STATE_SNAPSHOT") => state = event["snapshot"].clone(),
-            Some("STATE_DELTA") => {
-                let patch: json_patch::Patch =
-                    serde_json::from_value(event["delta"].clone()).unwrap();
-                json_patch::patch(&mut state, &patch).unwrap();
-            }
-            _ => {}
-        }
-    }
-    state
-}
 
 fn result_of(events: &[Value], call: &str) -> String {
     let at = position(events, |e| {
@@ -57,7 +42,7 @@ async fn subgraphs_plans_with_three_agents_and_books_the_hotel_once_approved_for
         "Book two nights at Hotel Zephyr for $289 a night?"
     );
     // What the children found is in the supervisor's state, each under its key.
-    let state = state_after(json!({}), &events);
+    let state = apply_state(json!({}), &events);
     assert_eq!(state["flights"]["chosen"], "KLM", "{state}");
     assert_eq!(state["experiences"]["picks"][0], "Golden Gate Bridge walk");
     assert!(state.get("hotels").is_none(), "nothing booked yet: {state}");
@@ -73,7 +58,7 @@ async fn subgraphs_plans_with_three_agents_and_books_the_hotel_once_approved_for
     let resumed = run(&app, "/subgraphs", &answer).await;
     assert_eq!(last(&resumed)["outcome"]["type"], "success");
     assert_eq!(started(&resumed, "travel_hotels")["subagentRunId"], hotels);
-    let state = state_after(state, &resumed);
+    let state = apply_state(state, &resumed);
     assert_eq!(
         state["hotels"]["booked"]["confirmation"], "ZPH-4417",
         "{state}"

@@ -148,10 +148,8 @@ async fn a_childs_approval_interrupts_the_run_and_the_answer_resumes_the_child_o
     let history = client_history(&sent, &events);
     let id = interrupt["id"].as_str().unwrap();
     script_resumed(&app, "Booked the Grand Hotel.", "Your room is booked.");
-    let body = resume_body(history.clone(), id, json!({"approved": true}), "r2");
-    let resumed = app.run_events("/planner", &body).await;
-    assert_well_formed(&resumed);
-    assert_success(&resumed);
+    let approved = json!({"approved": true});
+    let resumed = answer(&app, &sent, &events, &interrupt, approved, "r2").await;
     assert_eq!(
         started(&resumed, "hotels")["subagentRunId"],
         subagent.as_str()
@@ -413,10 +411,8 @@ async fn redis_a_childs_approval_resumes_on_another_replica_and_runs_once() {
 
     // Answered on the other replica: the child resumes there, under its run id.
     script_resumed(&b, "Booked on b.", "Done on b.");
-    let body = resume_body(history.clone(), id, json!({"approved": true}), "r2");
-    let resumed = b.run_events("/planner", &body).await;
-    assert_well_formed(&resumed);
-    assert_success(&resumed);
+    let approved = json!({"approved": true});
+    let resumed = answer(&b, &sent, &events, &interrupt, approved, "r2").await;
     assert_eq!(
         started(&resumed, "hotels")["subagentRunId"],
         subagent.as_str()

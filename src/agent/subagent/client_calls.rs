@@ -131,20 +131,7 @@ fn waiting_child(messages: &[Message], tool_call_id: &str) -> Option<Suspended> 
             _ => {}
         }
     }
-    let answered: HashSet<&str> = own
-        .iter()
-        .filter_map(|m| match m {
-            Message::Tool(tool) => Some(tool.tool_call_id.as_str()),
-            _ => None,
-        })
-        .collect();
-    let all_answered = own.iter().all(|m| match m {
-        Message::Assistant(a) => a
-            .tool_calls
-            .iter()
-            .all(|c| answered.contains(c.id.as_str())),
-        _ => true,
-    });
+    let all_answered = !super::has_open_call(&own);
     (all_answered && !own.is_empty()).then(|| Suspended::waiting(subagent_run_id, own))
 }
 
